@@ -1,0 +1,41 @@
+//! `elfen`: the command-line entry point. A thin main: each crate owns its
+//! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`) and
+//! this file only dispatches to them and prints errors.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// elfen lets batch work borrow the CPU a latency-critical (LC) service leaves
+/// idle and hands it back within microseconds when a request arrives.
+#[derive(Debug, Parser)]
+#[command(name = "elfen", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    #[command(flatten)]
+    Micro(elfen_micro::cli::Command),
+    #[command(flatten)]
+    Bench(elfen_bench::cli::Command),
+    #[command(flatten)]
+    Sim(elfen_sim::cli::Command),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Micro(c) => c.run(),
+        Cmd::Bench(c) => c.run(),
+        Cmd::Sim(c) => c.run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("elfen: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
