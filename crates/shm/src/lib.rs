@@ -1,0 +1,29 @@
+//! # elfen-shm — the signal page
+//!
+//! The shared-memory contract between an LC service, the batch threads that
+//! borrow its idle lanes, and the controller: a versioned fixed layout
+//! ([`layout`]) in two files under `/dev/shm` ([`page`]), with one writer per
+//! 64-byte line. This crate only lays the page out, creates it, attaches to
+//! it and validates it; the LC and batch APIs that read and write it live in
+//! `elfen-runtime`. `docs/protocol.md` documents it byte by byte, and the
+//! golden vectors in `testdata/signal/` pin it for every language.
+#![deny(missing_docs)]
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("the signal page is little-endian and elfen-shm maps it in place");
+
+pub mod clock;
+pub mod error;
+pub mod layout;
+pub mod page;
+
+pub use clock::Clock;
+pub use error::ShmError;
+pub use layout::{
+    ABI_VERSION, BatchHeader, BatchLine, ControllerLine, Header, LcLine, MAX_LANES, MAX_PARTNERS,
+    clock as clock_kind, control, nap, role, state,
+};
+pub use page::{
+    Access, ControllerConfig, DEFAULT_NAME, Identity, LaneSpec, Page, PageSpec, batch_path,
+    futex_word, page_path,
+};

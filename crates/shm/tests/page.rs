@@ -1,0 +1,525 @@
+//! Signal page: create/attach, the permission model, every bad-input error,
+//! and the golden vectors in `testdata/signal/` (regenerate them with
+//! `ELFEN_BLESS=1 cargo test -p elfen-shm --test page` after an ABI bump).
+
+use elfen_shm::layout::{self, page_size};
+use elfen_shm::*;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+
+fn two_lanes() -> PageSpec {
+    PageSpec::for_pairs(&[(0, vec![1])], 1, 0)
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn create_attach_and_cleanup() {
+    let d = tmp();
+    let p = d.path().join("sig");
+    let page = Page::create(&p, &two_lanes()).unwrap();
+    assert!(p.exists() && batch_path(&p).exists());
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 384);
+    assert_eq!(std::fs::metadata(batch_path(&p)).unwrap().len(), 192);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    assert_eq!(
+        std::fs::metadata(batch_path(&p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o666
+    );
+
+    let lc = Page::attach(&p, Access::Lc).unwrap();
+    assert!(lc.page_writable() && !lc.batch_writable());
+    let b = Page::attach_expect(&p, Access::Batch, 2).unwrap();
+    assert!(!b.page_writable() && b.batch_writable());
+    assert_eq!(b.clock(), page.clock());
+    // a store by the LC is seen by the batch side through its own mapping
+    lc.lc(0)
+        .unwrap()
+        .state
+        .store(state::pack(true, 1, 0), Relaxed);
+    assert!(state::busy(b.lc(0).unwrap().state.load(Relaxed)));
+    b.batch(1).unwrap().naps.fetch_add(1, Relaxed);
+    assert_eq!(lc.batch(1).unwrap().naps.load(Relaxed), 1);
+    let c = b.read_controller(1).unwrap();
+    assert_eq!((c.role, c.cpu, c.partners()), (role::BATCH, 1, &[0][..]));
+    assert_eq!(b.lane_of_cpu(1), Some(1));
+    assert_eq!(b.lane_of_cpu(7), None);
+    // read-only handles refuse writes with an error, not a segfault
+    let e = b.set_kill(true).unwrap_err().to_string();
+    assert!(e.contains("read-only") && e.contains("kill"), "{e}");
+    drop((lc, b));
+    drop(page);
+    assert!(
+        !p.exists() && !batch_path(&p).exists(),
+        "the creator removes its page"
+    );
+}
+
+#[test]
+fn create_refuses_an_existing_page_unless_replacing() {
+    let d = tmp();
+    let p = d.path().join("sig");
+    let mut first = Page::create(&p, &two_lanes()).unwrap();
+    let e = Page::create(&p, &two_lanes()).unwrap_err().to_string();
+    assert!(
+        e.contains("already exists") && e.contains("still running"),
+        "{e}"
+    );
+    first.persist();
+    drop(first);
+    assert!(p.exists());
+    let spec = PageSpec {
+        replace: true,
+        ..PageSpec::for_pairs(&[(0, vec![1]), (2, vec![3])], 1, 0)
+    };
+    let second = Page::create(&p, &spec).unwrap();
+    assert_eq!(Page::attach(&p, Access::Observer).unwrap().lane_count(), 4);
+    drop(second);
+    assert!(!p.exists());
+    Page::remove(&p).unwrap(); // idempotent
+    let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+    assert!(names.is_empty(), "no temp files left: {names:?}");
+}
+
+#[test]
+fn spec_validation() {
+    let mut s = two_lanes();
+    s.lanes[1].partners = vec![5];
+    assert!(
+        Page::create("/nonexistent/x", &s)
+            .unwrap_err()
+            .to_string()
+            .contains("partner 5")
+    );
+    let mut s = two_lanes();
+    s.lanes[1].cpu = 0;
+    assert!(
+        s.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("cpu 0 appears twice")
+    );
+    let mut s = two_lanes();
+    s.lanes[1].role = role::REQUEST;
+    assert!(
+        s.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("must be a batch lane")
+    );
+    let mut s = two_lanes();
+    s.lanes[0].role = role::BATCH;
+    assert!(
+        s.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("watches exactly one request lane")
+    );
+    let s = PageSpec {
+        lanes: vec![],
+        ..two_lanes()
+    };
+    assert!(s.validate().is_err());
+    let s = PageSpec::for_pairs(&[(0, (1..8).collect())], 1, 0);
+    assert!(s.validate().unwrap_err().to_string().contains("at most 6"));
+}
+
+/// Writes `bytes` as a page (and a matching batch file unless given).
+fn write_pair(dir: &Path, page: &[u8], batch: Option<&[u8]>) -> PathBuf {
+    let p = dir.join("bad");
+    std::fs::write(&p, page).unwrap();
+    if let Some(b) = batch {
+        std::fs::write(batch_path(&p), b).unwrap();
+    }
+    p
+}
+
+fn good_bytes() -> (Vec<u8>, Vec<u8>) {
+    let d = tmp();
+    let p = d.path().join("good");
+    let page = Page::create(&p, &two_lanes()).unwrap();
+    let out = (
+        std::fs::read(&p).unwrap(),
+        std::fs::read(batch_path(&p)).unwrap(),
+    );
+    drop(page);
+    out
+}
+
+fn attach_err(p: &Path) -> String {
+    Page::attach(p, Access::Batch).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_pages_are_clear_errors() {
+    let d = tmp();
+    let (page, batch) = good_bytes();
+    // missing
+    let e = attach_err(&d.path().join("absent"));
+    assert!(e.contains("absent") && e.contains("does not exist"), "{e}");
+    // short
+    let p = write_pair(d.path(), &page[..12], Some(&batch));
+    let e = attach_err(&p);
+    assert!(e.contains("12 bytes") && e.contains("shorter"), "{e}");
+    // wrong magic
+    let mut m = page.clone();
+    m[..8].copy_from_slice(b"NOTELFEN");
+    let e = attach_err(&write_pair(d.path(), &m, Some(&batch)));
+    assert!(e.contains("NOTELFEN") && e.contains("ELFENSIG"), "{e}");
+    // wrong version
+    let mut v = page.clone();
+    v[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let e = attach_err(&write_pair(d.path(), &v, Some(&batch)));
+    assert!(
+        e.contains("ABI version 7") && e.contains("version 1"),
+        "{e}"
+    );
+    // size field disagrees with the file
+    let mut t = page.clone();
+    t.extend_from_slice(&[0; 64]);
+    let e = attach_err(&write_pair(d.path(), &t, Some(&batch)));
+    assert!(e.contains("total_size") && e.contains("448"), "{e}");
+    // lane count disagrees with size
+    let mut l = page.clone();
+    l[24..28].copy_from_slice(&3u32.to_le_bytes());
+    let e = attach_err(&write_pair(d.path(), &l, Some(&batch)));
+    assert!(e.contains("lane_count"), "{e}");
+    // expected lane count
+    let p = write_pair(d.path(), &page, Some(&batch));
+    let e = Page::attach_expect(&p, Access::Batch, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lane_count is 2, expected 4"), "{e}");
+    // batch file missing / of another page / wrong magic
+    std::fs::remove_file(batch_path(&p)).unwrap();
+    let e = attach_err(&p);
+    assert!(
+        e.contains("bad.batch") && e.contains("does not exist"),
+        "{e}"
+    );
+    let (_, other_batch) = good_bytes();
+    let e = attach_err(&write_pair(d.path(), &page, Some(&other_batch)));
+    assert!(e.contains("instance") && e.contains("another page"), "{e}");
+    let mut bm = batch.clone();
+    bm[0] = b'X';
+    let e = attach_err(&write_pair(d.path(), &page, Some(&bm)));
+    assert!(e.contains("batch file") && e.contains("ELFENBAT"), "{e}");
+    // lane out of range
+    let page = Page::attach(write_pair(d.path(), &page, Some(&batch)), Access::Observer).unwrap();
+    let e = page.lc(2).unwrap_err().to_string();
+    assert!(
+        e.contains("lane 2 is out of range") && e.contains("2 lanes"),
+        "{e}"
+    );
+    assert!(page.batch(9).is_err() && page.controller(u32::MAX).is_err());
+}
+
+#[test]
+fn permission_model_is_enforced_by_the_os() {
+    // A batch user (here: nobody, uid 65534) may open the batch file
+    // read-write and the page read-only, but not the page read-write.
+    // Needs root to switch users; elsewhere the modes are still checked.
+    let d = tmp();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let p = d.path().join("perm");
+    let _page = Page::create(&p, &two_lanes()).unwrap();
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: cannot switch to a batch user; checked modes only");
+        return;
+    }
+    let as_nobody = |script: &str| {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .unwrap()
+            .success()
+    };
+    let (page, batch) = (
+        p.display().to_string(),
+        batch_path(&p).display().to_string(),
+    );
+    assert!(
+        as_nobody(&format!("exec 3<'{page}'")),
+        "others can read the page"
+    );
+    assert!(
+        !as_nobody(&format!("exec 3<>'{page}'")),
+        "others must not write the page"
+    );
+    assert!(
+        as_nobody(&format!("exec 3<>'{batch}'")),
+        "batch users write the batch file"
+    );
+    // with a restricted batch file, only its group may write it
+    let q = d.path().join("perm2");
+    let spec = PageSpec {
+        batch_mode: 0o660,
+        batch_gid: Some(0),
+        ..two_lanes()
+    };
+    let _page2 = Page::create(&q, &spec).unwrap();
+    assert_eq!(
+        std::fs::metadata(batch_path(&q))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o660
+    );
+    let qb = batch_path(&q).display().to_string();
+    assert!(
+        !as_nobody(&format!("exec 3<>'{qb}'")),
+        "outside the batch group: refused"
+    );
+}
+
+#[test]
+fn controller_updates_are_atomic_to_readers() {
+    let d = tmp();
+    let p = d.path().join("seq");
+    let page = Page::create(&p, &two_lanes()).unwrap();
+    let reader = Page::attach(&p, Access::Batch).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // every snapshot must be one of the two written configurations
+            while !stop.load(Relaxed) {
+                let c = reader.read_controller(1).unwrap();
+                assert!(c.seq % 2 == 0);
+                assert!(
+                    (c.policy, c.budget_ns) == (1, 0)
+                        || (c.policy, c.budget_ns) == (2, 5_000)
+                        || (c.policy, c.budget_ns) == (3, 7_000),
+                    "torn read: {c:?}"
+                );
+            }
+        });
+        let mut l = two_lanes().lanes[1].clone();
+        for i in 0..20_000u64 {
+            (l.policy, l.budget_ns) = if i % 2 == 0 { (2, 5_000) } else { (3, 7_000) };
+            page.write_controller(1, &l).unwrap();
+        }
+        stop.store(true, Relaxed);
+    });
+    assert_eq!(reader.read_controller(1).unwrap().seq, 40_000);
+}
+
+// ---------------------------------------------------------------- golden vectors
+
+fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/signal")
+}
+
+/// The golden page: two lanes (cpu 0 request, cpu 1 batch) with every field
+/// set to a recognisable value.
+fn golden_page(dir: &Path) -> Page {
+    let mut spec = two_lanes();
+    spec.identity = Some(Identity {
+        clock: Clock::MONOTONIC,
+        instance: 0x0123_4567_89AB_CDEF,
+        creator_pid: 4242,
+        created_unix_s: 1_790_000_000,
+    });
+    spec.lanes[0].policy = 2;
+    spec.lanes[0].budget_ns = 2_000_000;
+    spec.lanes[1].policy = 2;
+    spec.lanes[1].budget_ns = 1_000_000;
+    spec.lanes[1].nap = nap::HYBRID;
+    spec.lanes[1].ref_ipc_milli = 1500;
+    let page = Page::create(dir.join("golden"), &spec).unwrap();
+    // one seqlocked rewrite of lane 0 (config_seq 0 -> 2)
+    let mut l0 = spec.lanes[0].clone();
+    l0.policy = 3;
+    page.write_controller(0, &l0).unwrap();
+    let h = page.header();
+    h.heartbeat.store(5_400_000_000, Relaxed);
+    h.control.store(control::KILL, Relaxed);
+    let lc = page.lc(0).unwrap();
+    lc.state.store(state::pack(true, 5, 3), Relaxed);
+    lc.request_id.store(0xDEAD_BEEF_0000_0042, Relaxed);
+    lc.busy_since.store(5_399_000_000, Relaxed);
+    lc.busy_ticks.store(123_456_789, Relaxed);
+    lc.requests.store(4, Relaxed);
+    lc.lc_tid.store(4243, Relaxed);
+    let b = page.batch(1).unwrap();
+    b.attached.store(1, Relaxed);
+    b.napping.store(1, Relaxed);
+    b.sleepers.store(1, Relaxed);
+    b.naps.store(17, Relaxed);
+    b.wakes.store(16, Relaxed);
+    b.run_ticks.store(1_000_000, Relaxed);
+    b.corun_ticks.store(250_000, Relaxed);
+    b.last_change.store(5_399_000_100, Relaxed);
+    b.slow_checks.store(40, Relaxed);
+    page
+}
+
+/// (file, name, offset, size): every named field of a 2-lane page.
+fn field_table() -> Vec<(&'static str, String, usize, usize)> {
+    use std::mem::offset_of;
+    let mut t = Vec::new();
+    macro_rules! f {
+        ($file:expr, $base:expr, $prefix:expr, $ty:ty, $($field:ident: $size:expr),*) => {
+            $(t.push(($file, format!("{}.{}", $prefix, stringify!($field)), $base + offset_of!($ty, $field), $size));)*
+        };
+    }
+    f!("page", 0, "header", Header, magic: 8, abi_version: 4, line_size: 4, total_size: 8,
+       lane_count: 4, clock: 4, ticks_per_sec: 8, instance: 8, creator_pid: 4, flags: 4,
+       created_unix_s: 8, heartbeat: 8, control: 8);
+    f!("batch", 0, "batch_header", BatchHeader, magic: 8, abi_version: 4, line_size: 4,
+       total_size: 8, lane_count: 4, instance: 8);
+    for lane in 0..2usize {
+        let lc = layout::HEADER_SIZE + lane * layout::LANE_STRIDE;
+        f!("page", lc, format!("lane{lane}.lc"), LcLine, state: 8, request_id: 8, busy_since: 8,
+           busy_ticks: 8, requests: 8, lc_tid: 4);
+        let c = lc + layout::LINE_SIZE;
+        f!("page", c, format!("lane{lane}.controller"), ControllerLine, role: 4, cpu: 4,
+           policy: 4, nap: 4, budget_ns: 8, ref_ipc_milli: 4, partner_count: 4);
+        for i in 0..MAX_PARTNERS {
+            t.push((
+                "page",
+                format!("lane{lane}.controller.partners[{i}]"),
+                c + 32 + 4 * i,
+                4,
+            ));
+        }
+        f!("page", c, format!("lane{lane}.controller"), ControllerLine, hybrid_spin_ns: 4,
+           config_seq: 4);
+        let b = layout::BATCH_HEADER_SIZE + lane * layout::BATCH_STRIDE;
+        f!("batch", b, format!("lane{lane}.batch"), BatchLine, attached: 4, sleepers: 4,
+           napping: 4, naps: 8, wakes: 8, run_ticks: 8, corun_ticks: 8, last_change: 8,
+           slow_checks: 8);
+    }
+    t
+}
+
+fn read_le(bytes: &[u8], off: usize, size: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b[..size].copy_from_slice(&bytes[off..off + size]);
+    u64::from_le_bytes(b)
+}
+
+#[test]
+fn golden_vectors_match_this_build() {
+    let d = tmp();
+    let page = golden_page(d.path());
+    let got_page = std::fs::read(page.path()).unwrap();
+    let got_batch = std::fs::read(page.batch_path()).unwrap();
+    assert_eq!(got_page.len(), page_size(2));
+    let dir = testdata();
+    let fields: Vec<serde_json::Value> = field_table()
+        .into_iter()
+        .map(|(file, name, offset, size)| {
+            let bytes = if file == "page" {
+                &got_page
+            } else {
+                &got_batch
+            };
+            serde_json::json!({
+                "file": file, "name": name, "offset": offset, "size": size,
+                "value": read_le(bytes, offset, size).to_string(),
+            })
+        })
+        .collect();
+    let json = serde_json::json!({
+        "description": "elfen signal page ABI v1, 2 lanes (lane 0 = cpu 0 request lane, lane 1 = cpu 1 batch lane). \
+                        Every named field; all other bytes are zero. Values are little-endian unsigned integers, \
+                        written as decimal strings. Regenerate: ELFEN_BLESS=1 cargo test -p elfen-shm --test page",
+        "abi_version": ABI_VERSION,
+        "page_file": "v1-2lanes.page.bin",
+        "batch_file": "v1-2lanes.batch.bin",
+        "page_size": got_page.len(),
+        "batch_size": got_batch.len(),
+        "fields": fields,
+    });
+    if std::env::var_os("ELFEN_BLESS").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("v1-2lanes.page.bin"), &got_page).unwrap();
+        std::fs::write(dir.join("v1-2lanes.batch.bin"), &got_batch).unwrap();
+        std::fs::write(
+            dir.join("v1-2lanes.json"),
+            serde_json::to_string_pretty(&json).unwrap() + "\n",
+        )
+        .unwrap();
+    }
+    let want_page = std::fs::read(dir.join("v1-2lanes.page.bin"))
+        .expect("golden page (bless with ELFEN_BLESS=1)");
+    let want_batch = std::fs::read(dir.join("v1-2lanes.batch.bin")).unwrap();
+    assert!(
+        got_page == want_page,
+        "page bytes differ from testdata/signal/v1-2lanes.page.bin"
+    );
+    assert!(
+        got_batch == want_batch,
+        "batch bytes differ from testdata/signal/v1-2lanes.batch.bin"
+    );
+    let want_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("v1-2lanes.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        json, want_json,
+        "v1-2lanes.json differs from this build's field table"
+    );
+}
+
+#[test]
+fn golden_vectors_read_through_the_api() {
+    // Attach to a copy of the golden files and read every field the JSON lists.
+    let dir = testdata();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("v1-2lanes.json")).unwrap())
+            .unwrap();
+    let d = tmp();
+    let p = d.path().join("copy");
+    std::fs::copy(dir.join("v1-2lanes.page.bin"), &p).unwrap();
+    std::fs::copy(dir.join("v1-2lanes.batch.bin"), batch_path(&p)).unwrap();
+    let page = Page::attach_expect(&p, Access::Observer, 2).unwrap();
+    assert!(page.killed());
+    let c0 = page.read_controller(0).unwrap();
+    assert_eq!((c0.policy, c0.seq, c0.partners()), (3, 2, &[1][..]));
+    let s = page.lc(0).unwrap().state.load(Relaxed);
+    assert_eq!(
+        (state::busy(s), state::seq(s), state::queue_len(s)),
+        (true, 5, 3)
+    );
+    let bytes = (
+        std::fs::read(&p).unwrap(),
+        std::fs::read(batch_path(&p)).unwrap(),
+    );
+    let mut covered = (vec![false; bytes.0.len()], vec![false; bytes.1.len()]);
+    for f in json["fields"].as_array().unwrap() {
+        let (off, size) = (
+            f["offset"].as_u64().unwrap() as usize,
+            f["size"].as_u64().unwrap() as usize,
+        );
+        let want: u64 = f["value"].as_str().unwrap().parse().unwrap();
+        let (b, cov) = if f["file"] == "page" {
+            (&bytes.0, &mut covered.0)
+        } else {
+            (&bytes.1, &mut covered.1)
+        };
+        assert_eq!(read_le(b, off, size), want, "{}", f["name"]);
+        cov[off..off + size].iter_mut().for_each(|c| *c = true);
+    }
+    // everything not named is reserved and zero
+    for (b, cov) in [(&bytes.0, &covered.0), (&bytes.1, &covered.1)] {
+        for (i, (&byte, &c)) in b.iter().zip(cov.iter()).enumerate() {
+            assert!(c || byte == 0, "reserved byte {i} is {byte}");
+        }
+    }
+}
