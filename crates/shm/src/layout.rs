@@ -107,8 +107,12 @@ pub mod nap {
 /// ```text
 /// bit  0      busy: a request is running on the request lane
 /// bits 1..31  begin sequence: +1 at every request_begin (wraps at 2^31)
-/// bits 32..63 queue length: requests waiting (saturates at u32::MAX)
+/// bits 32..63 queue length: requests waiting (saturates at u32::MAX - 1)
 /// ```
+///
+/// [`state::NEVER`] (all ones, queue length u32::MAX) is never stored, so a
+/// batch thread that must run its slow path at every check (while
+/// co-running on a budget) compares against it.
 ///
 /// The low 32 bits change at every request begin *and* end, so they are the
 /// futex word batch threads sleep on; queue-length changes alone do not wake
@@ -117,11 +121,20 @@ pub mod state {
     /// The busy bit.
     pub const BUSY: u64 = 1;
     const SEQ_MASK: u64 = 0x7FFF_FFFF;
+    /// The largest queue length a state word holds.
+    pub const MAX_QUEUE_LEN: u32 = u32::MAX - 1;
+    /// A value `state` never takes.
+    pub const NEVER: u64 = u64::MAX;
 
-    /// Builds a state word.
+    /// Builds a state word (the queue length saturates at [`MAX_QUEUE_LEN`]).
     #[inline]
     pub const fn pack(busy: bool, seq: u32, queue_len: u32) -> u64 {
-        (busy as u64) | (((seq as u64) & SEQ_MASK) << 1) | ((queue_len as u64) << 32)
+        let q = if queue_len > MAX_QUEUE_LEN {
+            MAX_QUEUE_LEN
+        } else {
+            queue_len
+        };
+        (busy as u64) | (((seq as u64) & SEQ_MASK) << 1) | ((q as u64) << 32)
     }
     /// Whether a request is running.
     #[inline]
@@ -321,7 +334,7 @@ mod tests {
         for (busy, seq, q) in [
             (false, 0, 0),
             (true, 1, 0),
-            (true, 0x7FFF_FFFF, u32::MAX),
+            (true, 0x7FFF_FFFF, u32::MAX - 1),
             (false, 12345, 7),
         ] {
             let s = state::pack(busy, seq, q);
@@ -330,6 +343,12 @@ mod tests {
                 (busy, seq, q)
             );
         }
+        // the queue length saturates below NEVER's
+        assert_eq!(
+            state::queue_len(state::pack(true, 0x7FFF_FFFF, u32::MAX)),
+            u32::MAX - 1
+        );
+        assert_ne!(state::pack(true, 0x7FFF_FFFF, u32::MAX), state::NEVER);
         // the sequence wraps within its 31 bits and never touches the busy bit
         let s = state::pack(false, 0x8000_0001, 0);
         assert_eq!(state::seq(s), 1);
