@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test of the project (what CI runs, via .ci/run):
+# formatting, lints, the Rust test suite, the C tests and the golden vectors.
+# Installs what is missing first. Build once, test many: the release binary
+# and the test binaries are each built once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+step() { printf '\n== %s (%ss)\n' "$*" "$(( $(date +%s) - start ))" >&2; }
+
+step "setup: packages and toolchain"
+scripts/setup.sh --deps
+command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --locked --workspace --all-targets -- -D warnings
+
+step "cargo test (workspace)"
+cargo test --locked --workspace
+
+if [ -f bindings/c/Makefile ]; then
+  step "C ABI tests (bindings/c)"
+  make -C bindings/c test
+fi
+
+step "all tests passed"
