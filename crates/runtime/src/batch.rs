@@ -124,6 +124,9 @@ enum NapSource {
 /// Not `Send`: it pins, and accounts for, the thread that attached it.
 /// Detaches on drop: `attached` decremented, its run time flushed to the
 /// batch line, the thread's affinity restored.
+///
+/// `repr(C)` keeps the two fields the check reads first, in one cache line.
+#[repr(C)]
 pub struct BatchThread {
     // ---- the check reads only these two ----
     /// The partner request lane's `state`.

@@ -1,0 +1,22 @@
+//! elfen-runtime's integration tests (one binary).
+//!
+//! | module | proves |
+//! |---|---|
+//! | `borrow_idle` | with real threads and every nap backend, borrow idle never runs batch code on a request lane busy for longer than the step-aside bound |
+//! | `budget` | fixed / refresh / dynamic refresh never co-run longer than the budget per request; fixed co-runs only within one budget after an idle period, refresh beyond it |
+//! | `futex` | the futex nap loses no wakeup over thousands of rapid toggles |
+//! | `kill` | the kill switch stops batch code at the next slow path and resumes after clear |
+//! | `bad_input` | every bad page, lane, role, access, policy, backend and CPU is a clear error that leaves the thread and the page as they were |
+//! | `lc` | the LC line's words, counters, lane claiming and cleanup; controller reconfiguration |
+//!
+//! Threaded tests pin to the first two CPUs this process may use and run
+//! one at a time (`common::serial`). Pages live in temporary directories and
+//! are removed on drop, even when a test panics.
+
+mod bad_input;
+mod borrow_idle;
+mod budget;
+mod common;
+mod futex;
+mod kill;
+mod lc;
