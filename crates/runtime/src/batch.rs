@@ -225,8 +225,7 @@ impl BatchThread {
                 ),
             });
         };
-        let rcfg = page
-            .read_controller(request_lane)
+        let rcfg = crate::error::read_config(&page, request_lane)
             .ok()
             .filter(|r| r.role == role::REQUEST)
             .ok_or_else(|| RuntimeError::BadLane {
@@ -366,7 +365,10 @@ impl BatchThread {
         self.counters.slow_checks += 1;
         self.unflushed_slow += 1;
         loop {
-            if self.ctl().config_seq.load(Relaxed) != self.config_seq {
+            // An odd seq is a rewrite in progress: keep the old
+            // configuration this round rather than wait for the controller.
+            let seq = self.ctl().config_seq.load(Relaxed);
+            if seq != self.config_seq && seq % 2 == 0 {
                 self.reload_config();
             }
             // SAFETY: as in `check`.
@@ -497,7 +499,7 @@ impl BatchThread {
         }
         let spin_changed = u64::from(cfg.hybrid_spin_ns) != self.napper.hybrid_spin_ns();
         if self.nap_source == NapSource::Controller && (cfg.nap != self.nap_id || spin_changed) {
-            match NapChoice::from_id(cfg.nap).map(|c| c.resolve(machine_features())) {
+            match NapChoice::from_id(cfg.nap).map(|c| c.resolve_static(machine_features())) {
                 Some(Ok((backend, why))) => {
                     self.napper = self.napper.with(backend, cfg.hybrid_spin_ns);
                     self.nap_why = why;

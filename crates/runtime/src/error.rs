@@ -187,7 +187,7 @@ pub(crate) fn attach_check(
             },
         });
     }
-    let cfg = page.read_controller(lane)?;
+    let cfg = read_config(page, lane)?;
     if cfg.role == want {
         return Ok(cfg);
     }
@@ -230,4 +230,30 @@ fn lanes_in_words(lanes: &[u32]) -> String {
         1 => format!("its batch lane is {list}"),
         _ => format!("its batch lanes are {list}"),
     }
+}
+
+/// How long attach waits for a controller line being rewritten (odd
+/// `config_seq`) before calling it abandoned.
+const REWRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Reads lane `lane`'s controller line, but refuses (instead of spinning
+/// forever in `Page::read_controller`) a line whose seqlock stays odd: a
+/// controller that died in the middle of a rewrite.
+pub(crate) fn read_config(page: &Page, lane: u32) -> Result<ControllerConfig, RuntimeError> {
+    let seq = &page.controller(lane)?.config_seq;
+    let t = std::time::Instant::now();
+    while seq.load(std::sync::atomic::Ordering::Acquire) % 2 == 1 {
+        if t.elapsed() > REWRITE_WAIT {
+            return Err(RuntimeError::BadLane {
+                path: page.path().to_path_buf(),
+                lane,
+                what: format!(
+                    "its controller line has been mid-rewrite (odd config_seq) for over {REWRITE_WAIT:?}: \
+                     did the controller die while writing it?"
+                ),
+            });
+        }
+        std::thread::yield_now();
+    }
+    Ok(page.read_controller(lane)?)
 }

@@ -182,7 +182,8 @@ impl LcLane {
     fn wake_sleepers(&mut self) {
         // SAFETY: points into self.page's mapping.
         let ctl = unsafe { &*self.ctl };
-        if ctl.config_seq.load(Relaxed) != self.config_seq {
+        let seq = ctl.config_seq.load(Relaxed);
+        if seq != self.config_seq && seq % 2 == 0 {
             self.reload_partners();
         }
         let any = self.partners[..self.partner_count]

@@ -121,22 +121,31 @@ impl NapChoice {
     /// the controller changes the choice). Fails for umwait/mwaitx where the
     /// CPU or OS lacks them.
     pub fn resolve(self, features: &Features) -> Result<(NapBackend, &'static str), RuntimeError> {
-        let unavailable =
-            |backend: NapBackend, reason: &'static str| RuntimeError::NapUnavailable {
+        self.resolve_static(features)
+            .map_err(|(backend, why)| RuntimeError::NapUnavailable {
                 backend: backend.name(),
-                reason: reason.to_string(),
-            };
+                reason: why.to_string(),
+            })
+    }
+
+    /// [`NapChoice::resolve`] without allocating: `Err((backend, why))` where
+    /// the backend is unavailable (the slow path's reconfiguration uses it).
+    pub(crate) fn resolve_static(
+        self,
+        features: &Features,
+    ) -> Result<(NapBackend, &'static str), (NapBackend, &'static str)> {
+        const EXPLICIT: &str = "asked for explicitly";
         Ok(match self {
-            NapChoice::Spin => (NapBackend::Spin, "asked for explicitly"),
-            NapChoice::Futex => (NapBackend::Futex, "asked for explicitly"),
-            NapChoice::Hybrid => (NapBackend::Hybrid, "asked for explicitly"),
+            NapChoice::Spin => (NapBackend::Spin, EXPLICIT),
+            NapChoice::Futex => (NapBackend::Futex, EXPLICIT),
+            NapChoice::Hybrid => (NapBackend::Hybrid, EXPLICIT),
             NapChoice::Umwait => match umwait_missing(features) {
-                None => (NapBackend::Umwait, "asked for explicitly"),
-                Some(why) => return Err(unavailable(NapBackend::Umwait, why)),
+                None => (NapBackend::Umwait, EXPLICIT),
+                Some(why) => return Err((NapBackend::Umwait, why)),
             },
             NapChoice::Mwaitx => match mwaitx_missing(features) {
-                None => (NapBackend::Mwaitx, "asked for explicitly"),
-                Some(why) => return Err(unavailable(NapBackend::Mwaitx, why)),
+                None => (NapBackend::Mwaitx, EXPLICIT),
+                Some(why) => return Err((NapBackend::Mwaitx, why)),
             },
             NapChoice::Auto => {
                 if umwait_missing(features).is_none() {

@@ -277,3 +277,33 @@ fn dynamic_refresh_reports_missing_counters_at_attach() {
     let b = BatchThread::attach(fx.page.clone(), 1, BatchOptions::default().pin(false)).unwrap();
     assert_eq!(b.ipc_note(), None);
 }
+
+#[test]
+fn a_controller_that_died_mid_rewrite_blocks_nobody() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let before = elfen_topo::current_affinity().unwrap();
+    let fx = Fixture::with_spec(pair_spec(PolicyKind::BorrowIdle.id()), 0);
+    let mut lc = LcLane::attach(fx.page.clone(), 0).unwrap();
+    let mut b =
+        BatchThread::attach(fx.page.clone(), 1, BatchOptions::default().pin(false)).unwrap();
+    b.check();
+    // The controller died with the batch lane's seqlock odd.
+    let seq = &fx.page.controller(1).unwrap().config_seq;
+    seq.store(seq.load(Relaxed) | 1, Relaxed);
+    lc.request_begin(1);
+    lc.request_end();
+    b.check(); // keeps its configuration instead of waiting forever
+    assert_eq!(b.policy().kind, PolicyKind::BorrowIdle);
+    expect_err(
+        BatchThread::attach(fx.page.clone(), 1, BatchOptions::default()),
+        &before,
+        &["lane 1", "mid-rewrite (odd config_seq)"],
+    );
+    // The LC side's partner lookup does not wait either.
+    let seq0 = &fx.page.controller(0).unwrap().config_seq;
+    seq0.store(seq0.load(Relaxed) | 1, Relaxed);
+    lc.request_begin(2);
+    lc.request_end();
+    drop(b);
+    fx.assert_quiescent();
+}
