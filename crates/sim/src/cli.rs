@@ -1,20 +1,434 @@
-//! `elfen sim` (under construction).
+//! `elfen sim …`: the simulator's subcommands (flattened into the `elfen`
+//! binary by `crates/cli`).
+//!
+//! * `elfen sim run CONFIG` — simulate an experiment config, print a table,
+//!   save a result file (`--json`).
+//! * `elfen sim check CONFIG…` — parse and check configs without running.
+//! * `elfen sim kinds` — the built-in batch kinds and where their numbers come from.
+//! * `elfen sim validate MEASURED` — simulate a measured harness result and
+//!   report the per-point error of p99 and utilization.
+//! * `elfen sim repro` — the paper's headline results next to the simulator's.
+//! * `elfen sim perf` — events per second and the wall time of a full sweep.
+
+use crate::batch::BUILTIN_KINDS;
+use crate::config::{SimConfig, base_dir};
+use crate::perf::{PerfOptions, run_perf};
+use crate::repro::{ReproOptions, run_repro};
+use crate::sweep::{RunOptions, default_threads};
+use crate::validate::{ValidateOptions, validate};
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use elfen_results::ResultFile;
+use std::path::PathBuf;
 
 /// The simulator's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Simulate LC service + batch work on SMT cores, chips and clusters.
+    /// Simulate an LC service and batch work on SMT cores, chips and clusters
+    /// (discrete-event; the runtime's own policy state machines).
     Sim(SimArgs),
 }
 
 /// Arguments of `elfen sim`.
 #[derive(Debug, Args)]
-pub struct SimArgs {}
+#[command(
+    long_about = "Discrete-event simulator of elfen: LC requests on request lanes, batch threads on \
+                  SMT batch lanes under Elfen's policies (elfen-policy, called as is) and baselines, \
+                  on one core, a chip with a dispatcher and a shared queue, or a cluster fan-out. \
+                  Results are written in the harness's result format (elfen-results) so \
+                  `elfen report` can plot simulated and measured curves together. \
+                  The model and its assumptions: docs/simulator.md."
+)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    cmd: SimCmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCmd {
+    /// Run an experiment config (TOML, see configs/sim/): every configuration
+    /// × load × repetition, in parallel; prints one line per point.
+    Run(RunArgs),
+    /// Parse and check experiment configs without running them.
+    Check(CheckArgs),
+    /// List the built-in batch kinds: LC slowdown while co-running, batch
+    /// progress rate while co-running, and where the numbers come from.
+    Kinds,
+    /// Compare the simulator with a measured harness result file: simulate
+    /// the measured loads with the measured demand on a model of the measured
+    /// machine and report the relative error of p99 and utilization per point.
+    Validate(ValidateArgs),
+    /// Reproduce the Elfen paper's headline results (one 2-way SMT core and
+    /// an 8-core chip, Lucene-like demand) and print them next to the paper's.
+    Repro(ReproArgs),
+    /// Measure the simulator's speed: events per second on one thread and the
+    /// wall time of a full sweep (10 configurations × 20 loads × N requests).
+    Perf(PerfArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Experiment config (TOML).
+    config: PathBuf,
+    /// Save the result file (elfen-results JSON) here; written as points
+    /// finish and at the end.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Override `requests` (measured requests per repetition).
+    #[arg(long)]
+    requests: Option<i64>,
+    /// Override `warmup_requests`.
+    #[arg(long)]
+    warmup: Option<i64>,
+    /// Override `reps` (repetitions per point).
+    #[arg(long)]
+    reps: Option<i64>,
+    /// Override the loads: comma-separated requests per second.
+    #[arg(long, value_delimiter = ',', value_name = "RPS,...")]
+    rps: Option<Vec<f64>>,
+    /// Override `seed`.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Worker threads (default: all CPUs).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// Experiment configs (TOML).
+    #[arg(required = true)]
+    configs: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ValidateArgs {
+    /// Measured result file from the harness (`elfen bench --json`), with
+    /// `distributions["demand"]` and points such as `lc_alone`, `naive`,
+    /// `borrow_idle`.
+    measured: PathBuf,
+    /// Save the validation report (JSON) here.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Also save the simulated points as a result file (for `elfen report`).
+    #[arg(long, value_name = "PATH")]
+    sim_json: Option<PathBuf>,
+    /// LC slowdown while the batch co-runs (all batch kinds). Default: read
+    /// per batch kind from the measured `naive` points (mean latency at the
+    /// lowest load vs `lc_alone`), else the built-in kind's default.
+    #[arg(long)]
+    slowdown: Option<f64>,
+    /// p99 SLO in µs for the knee (default: the measured file's
+    /// `summary.slo_p99_us`).
+    #[arg(long)]
+    slo_us: Option<f64>,
+    /// Budget in µs for measured budget-policy points (skipped without it
+    /// unless their reps carry `extra["budget_us"]`).
+    #[arg(long)]
+    budget_us: Option<f64>,
+    /// Step-aside latency of the measured runtime's nap, ns.
+    #[arg(long, default_value_t = 1000)]
+    nap_ns: u64,
+    /// Wake latency of the measured runtime's nap, ns (futex wake on the dev
+    /// VM: 9–17 µs p50).
+    #[arg(long, default_value_t = 13000)]
+    wake_ns: u64,
+    /// `sched_idle` points: time for the LC worker to preempt the
+    /// SCHED_IDLE batch thread on its lane, ns (6 µs p50 on the dev VM).
+    #[arg(long, default_value_t = 6000)]
+    os_preempt_ns: u64,
+    /// Measured requests per simulated repetition (default: as measured,
+    /// at least 20 000).
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Simulated repetitions per point.
+    #[arg(long, default_value_t = 5)]
+    reps: u32,
+    /// Error bound below the knee, percent.
+    #[arg(long, default_value_t = 15.0)]
+    tolerance_pct: f64,
+    /// Worker threads (default: all CPUs).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+struct ReproArgs {
+    /// Save the reproduction (every simulated point and the table) as JSON.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Also write the table as Markdown.
+    #[arg(long, value_name = "PATH")]
+    markdown: Option<PathBuf>,
+    /// Measured requests per repetition.
+    #[arg(long, default_value_t = 200_000)]
+    requests: u64,
+    /// Repetitions per point.
+    #[arg(long, default_value_t = 3)]
+    reps: u32,
+    /// Worker threads (default: all CPUs).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+struct PerfArgs {
+    /// Save the figures (JSON) here.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Requests of the single-thread events/s run.
+    #[arg(long, default_value_t = 2_000_000)]
+    requests: u64,
+    /// Measured requests per point of the sweep.
+    #[arg(long, default_value_t = 1_000_000)]
+    sweep_requests: u64,
+    /// How many times to repeat each measurement (the median is quoted).
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Threads for the sweep.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Only measure events per second.
+    #[arg(long)]
+    skip_sweep: bool,
+}
 
 impl Command {
     /// Runs the subcommand.
     pub fn run(self) -> anyhow::Result<()> {
-        anyhow::bail!("elfen sim is not built yet")
+        let Command::Sim(args) = self;
+        // `elfen sim …` whatever the binary's path, for result files and docs.
+        let command = std::iter::once("elfen".to_string())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" ");
+        match args.cmd {
+            SimCmd::Run(a) => run_cmd(a, command),
+            SimCmd::Check(a) => {
+                for path in &a.configs {
+                    let cfg = SimConfig::load(path)?;
+                    let exp = cfg.resolve(&base_dir(path))?;
+                    println!(
+                        "{}: ok ({} configurations × {} loads × {} reps, {} requests each)",
+                        path.display(),
+                        exp.configs.len(),
+                        exp.loads.len(),
+                        exp.reps,
+                        exp.requests
+                    );
+                }
+                Ok(())
+            }
+            SimCmd::Kinds => {
+                println!(
+                    "{:<8} {:>11} {:>10}  source",
+                    "kind", "lc_slowdown", "corun_rate"
+                );
+                for k in BUILTIN_KINDS {
+                    println!(
+                        "{:<8} {:>11} {:>10}  {}",
+                        k.name, k.interference.lc_slowdown, k.interference.corun_rate, k.source
+                    );
+                }
+                Ok(())
+            }
+            SimCmd::Validate(a) => {
+                let measured = ResultFile::load(&a.measured).with_context(|| {
+                    format!("reading the measured file {}", a.measured.display())
+                })?;
+                let opts = ValidateOptions {
+                    slowdown: a.slowdown,
+                    slo_us: a.slo_us,
+                    budget_us: a.budget_us,
+                    nap_ns: a.nap_ns,
+                    wake_ns: a.wake_ns,
+                    os_preempt_ns: a.os_preempt_ns,
+                    requests: a.requests,
+                    reps: a.reps,
+                    tolerance_pct: a.tolerance_pct,
+                    threads: a.threads.unwrap_or_else(default_threads),
+                    command: command.clone(),
+                };
+                let (report, simulated) = validate(&measured, &opts)?;
+                print!("{}", report.to_text());
+                if let Some(p) = &a.json {
+                    let text = serde_json::to_string_pretty(&report)?;
+                    std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+                }
+                if let Some(p) = &a.sim_json {
+                    simulated.save(p)?;
+                }
+                Ok(())
+            }
+            SimCmd::Repro(a) => {
+                let opts = ReproOptions {
+                    requests: a.requests,
+                    reps: a.reps,
+                    threads: a.threads.unwrap_or_else(default_threads),
+                    command: command.clone(),
+                };
+                let out = run_repro(&opts)?;
+                let md = out.markdown();
+                print!("{md}");
+                if let Some(p) = &a.markdown {
+                    std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
+                }
+                if let Some(p) = &a.json {
+                    let text = serde_json::to_string_pretty(&out)?;
+                    std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+                }
+                Ok(())
+            }
+            SimCmd::Perf(a) => {
+                anyhow::ensure!(a.runs >= 1, "--runs must be >= 1, got 0");
+                anyhow::ensure!(a.threads >= 1, "--threads must be >= 1, got 0");
+                anyhow::ensure!(
+                    a.requests >= 2,
+                    "--requests must be >= 2, got {}",
+                    a.requests
+                );
+                anyhow::ensure!(
+                    a.sweep_requests >= 2,
+                    "--sweep-requests must be >= 2, got {}",
+                    a.sweep_requests
+                );
+                let opts = PerfOptions {
+                    requests: a.requests,
+                    sweep_requests: a.sweep_requests,
+                    runs: a.runs,
+                    threads: a.threads,
+                    sweep: !a.skip_sweep,
+                    command: command.clone(),
+                };
+                let out = run_perf(&opts)?;
+                print!("{}", out.to_text());
+                if let Some(p) = &a.json {
+                    let text = serde_json::to_string_pretty(&out)?;
+                    std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn run_cmd(a: RunArgs, command: String) -> anyhow::Result<()> {
+    let mut cfg = SimConfig::load(&a.config)?;
+    if let Some(r) = a.requests {
+        cfg.requests = r;
+    }
+    if let Some(w) = a.warmup {
+        cfg.warmup_requests = Some(w);
+    }
+    if let Some(r) = a.reps {
+        cfg.reps = r;
+    }
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    if let Some(rps) = a.rps {
+        cfg.load = crate::config::LoadSpec {
+            rps,
+            ..Default::default()
+        };
+    }
+    let exp = cfg
+        .resolve(&base_dir(&a.config))
+        .with_context(|| format!("checking {}", a.config.display()))?;
+    let threads = a.threads.unwrap_or_else(default_threads);
+    anyhow::ensure!(threads >= 1, "--threads must be >= 1, got 0");
+    let opts = RunOptions {
+        threads,
+        progress: !a.quiet,
+        save: a.json.clone(),
+        command,
+    };
+    let file = exp.run(&opts)?;
+    print!("{}", points_table(&file));
+    if let Some(p) = &a.json {
+        eprintln!("elfen sim: wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// A plain-text table of a result file's points (medians over reps).
+pub fn points_table(file: &ResultFile) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<18} {:<7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>8} {:>4}",
+        "config",
+        "batch",
+        "rps",
+        "p50_ms",
+        "p99_ms",
+        "p999_ms",
+        "u_lc",
+        "u_bat",
+        "u_tot",
+        "progress",
+        "slo"
+    );
+    for p in &file.points {
+        let s_ = &p.summary;
+        let lat = |k: &str| s_.latency_us[k].median / 1e3;
+        let u = |k: &str| s_.utilization[k].median;
+        let _ = writeln!(
+            s,
+            "{:<18} {:<7} {:>9.1} {:>9.2} {:>9.2} {:>9.2} {:>6.3} {:>6.3} {:>6.3} {:>8} {:>4}",
+            p.config,
+            p.batch.as_deref().unwrap_or("-"),
+            p.rps_target,
+            lat("p50"),
+            lat("p99"),
+            lat("p999"),
+            u("lc"),
+            u("batch"),
+            u("total"),
+            s_.batch_progress
+                .map_or("-".to_string(), |b| format!("{:.3}", b.median)),
+            match s_.slo_met {
+                Some(true) => "ok",
+                Some(false) => "MISS",
+                None => "-",
+            }
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: Command,
+    }
+
+    #[test]
+    fn the_command_line_is_consistent_and_parses() {
+        Cli::command().debug_assert();
+        let c = Cli::try_parse_from([
+            "elfen", "sim", "run", "x.toml", "--rps", "10,20", "--reps", "2",
+        ])
+        .unwrap();
+        let Command::Sim(SimArgs {
+            cmd: SimCmd::Run(r),
+        }) = c.cmd
+        else {
+            panic!("not run")
+        };
+        assert_eq!(r.rps, Some(vec![10.0, 20.0]));
+        for sub in ["run", "check", "kinds", "validate", "repro", "perf"] {
+            let e = Cli::try_parse_from(["elfen", "sim", sub, "--help"]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{sub}");
+        }
     }
 }

@@ -1,0 +1,195 @@
+//! `elfen sim validate` against a synthetic "measured" file: points generated
+//! with a known model (exponential demand, naive slowdown 1.3), stored with a
+//! histogram of the demand as the harness will store it, plus configurations
+//! the model does not cover.
+
+use elfen_policy::{PolicyConfig, PolicyKind};
+use elfen_results::{Distribution, Point, ResultFile, Source, Summary};
+use elfen_sim::batch::Interference;
+use elfen_sim::demand::DemandSpec;
+use elfen_sim::engine::{Mode, ServerModel, Timing};
+use elfen_sim::sweep::PointSpec;
+use elfen_sim::validate::{ValidateOptions, validate};
+use rand::SeedableRng;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const SLO_US: f64 = 8000.0;
+const REQUESTS: u64 = 20_000;
+
+fn synthetic_measured() -> ResultFile {
+    let demand = DemandSpec::Exponential { mean_us: 1000.0 }
+        .resolve(Path::new("."))
+        .unwrap();
+    let mut hist = Distribution::log_buckets("us", 1.0, 1e5, 40);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+    for _ in 0..200_000 {
+        hist.record(demand.sample_ns(&mut rng) as f64 / 1e3);
+    }
+    let mut f = ResultFile::new(
+        Source::Measured,
+        "elfen bench (synthetic)".into(),
+        serde_json::json!({}),
+        serde_json::json!({}),
+    );
+    f.distributions.insert("demand".into(), hist);
+    let stream = Interference {
+        lc_slowdown: 1.3,
+        corun_rate: 0.9,
+    };
+    let timing = Timing {
+        nap_ns: 1000,
+        wake_ns: 13_000,
+        os_preempt_ns: 6000,
+        blind_react_ns: 0,
+    };
+    let configs: [(&str, Option<&str>, Mode); 5] = [
+        ("lc_alone", None, Mode::Alone),
+        (
+            "naive",
+            Some("stream"),
+            Mode::Elfen(PolicyConfig::simple(PolicyKind::Unmanaged)),
+        ),
+        (
+            "borrow_idle",
+            Some("stream"),
+            Mode::Elfen(PolicyConfig::simple(PolicyKind::BorrowIdle)),
+        ),
+        // Something the validation does not model: must be skipped, not fail.
+        ("sched_idle", Some("stream"), Mode::OsPriority),
+        (
+            "cfs_quota",
+            Some("stream"),
+            Mode::Elfen(PolicyConfig::simple(PolicyKind::Unmanaged)),
+        ),
+    ];
+    for (name, batch, mode) in configs {
+        for rps in [150.0, 300.0, 450.0, 700.0] {
+            let reps: Vec<_> = (0..3)
+                .map(|r| {
+                    PointSpec {
+                        server: ServerModel {
+                            worker_cores: 1,
+                            smt_ways: 2,
+                        },
+                        leaves: 1,
+                        mode,
+                        interference: if batch.is_some() {
+                            stream
+                        } else {
+                            elfen_sim::sweep::NO_INTERFERENCE
+                        },
+                        timing,
+                        rps,
+                        trace: None,
+                        demand: &demand,
+                        requests: REQUESTS,
+                        warmup_requests: 2000,
+                        seed: 1000,
+                        record_idle: false,
+                    }
+                    .run_rep(r)
+                    .rep
+                })
+                .collect();
+            f.points.push(Point {
+                config: name.into(),
+                batch: batch.map(str::to_string),
+                rps_target: rps,
+                summary: Summary::of(&reps, Some(SLO_US)),
+                reps,
+                distributions: BTreeMap::new(),
+            });
+        }
+    }
+    f
+}
+
+fn opts() -> ValidateOptions {
+    ValidateOptions {
+        requests: Some(REQUESTS),
+        reps: 3,
+        threads: 2,
+        ..ValidateOptions::default()
+    }
+}
+
+#[test]
+fn validation_of_a_consistent_file_is_within_tolerance_below_the_knee() {
+    let measured = synthetic_measured();
+    let (report, simulated) = validate(&measured, &opts()).unwrap();
+    // M/M/1: p99 = ln(100) / (mu - lambda): 5.4 ms at 150, 6.6 at 300, 8.4 at 450 RPS.
+    assert_eq!(report.knee_rps, Some(300.0));
+    let (s, why) = &report.slowdown["stream"];
+    assert!((s - 1.3).abs() < 0.08, "fitted slowdown {s} ({why})");
+    assert!(
+        report.skipped.iter().any(|n| n.starts_with("cfs_quota")),
+        "{:?}",
+        report.skipped
+    );
+    assert_eq!(report.rows.len(), 16, "4 modelled configurations x 4 loads");
+    assert_eq!(simulated.points.len(), 16);
+    assert_eq!(report.below_knee_points, 8);
+    assert_eq!(
+        report.all_within_tolerance_below_knee,
+        Some(true),
+        "{}",
+        report.to_text()
+    );
+    let text = report.to_text();
+    assert!(text.contains("within 15% below the knee: yes"), "{text}");
+    // Serializes (the --json output).
+    serde_json::to_string(&report).unwrap();
+}
+
+#[test]
+fn a_point_off_the_model_is_flagged_not_hidden() {
+    let mut measured = synthetic_measured();
+    let p = measured
+        .points
+        .iter_mut()
+        .find(|p| p.config == "borrow_idle" && p.rps_target == 150.0)
+        .unwrap();
+    p.summary.latency_us.get_mut("p99").unwrap().median *= 1.5;
+    let (report, _) = validate(&measured, &opts()).unwrap();
+    assert_eq!(report.all_within_tolerance_below_knee, Some(false));
+    let bad: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| !r.within_tolerance && r.below_knee)
+        .collect();
+    assert_eq!(bad.len(), 1);
+    assert_eq!((bad[0].config.as_str(), bad[0].rps), ("borrow_idle", 150.0));
+    assert!(bad[0].p99_err_pct < -25.0);
+}
+
+#[test]
+fn validation_needs_a_demand_distribution() {
+    let mut measured = synthetic_measured();
+    measured.distributions.clear();
+    let e = validate(&measured, &opts()).unwrap_err().to_string();
+    assert!(e.contains("distributions[\"demand\"]"), "{e}");
+    let mut measured = synthetic_measured();
+    measured
+        .distributions
+        .get_mut("demand")
+        .unwrap()
+        .counts
+        .iter_mut()
+        .for_each(|c| *c = 0);
+    let e = validate(&measured, &opts()).unwrap_err().to_string();
+    assert!(e.contains("empty"), "{e}");
+    let e = validate(
+        &synthetic_measured(),
+        &ValidateOptions {
+            slowdown: Some(0.5),
+            ..opts()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--slowdown must be a finite number >= 1, got 0.5"),
+        "{e}"
+    );
+}
