@@ -452,6 +452,15 @@ typedef struct elfen_batch_stats {
 /** Fills `out` with the calling thread's accounting; negative if not attached. */
 int elfen_batch_stats_get(elfen_batch_stats *out);
 
+/** Lazy attach (armed by linking libelfen_hook): each thread that never
+ *  attached attaches itself at its first check from ELFEN_PAGE / ELFEN_LANE /
+ *  ELFEN_NAP / ELFEN_PIN, or switches its checks off with one warning per
+ *  process (bindings/c/README.md). A program that attaches its threads
+ *  explicitly and links the hook only for its instrumented code calls
+ *  elfen_set_lazy_attach(0) first: its other threads' checks then do nothing
+ *  and nothing is printed. Affects threads that have not checked yet. */
+void elfen_set_lazy_attach(int on);
+
 /** The slow path: runs the policy, naps if it says so, and re-arms the fast
  *  path. Called by elfen_check() on a mismatch; safe (and cheap) to call from
  *  any thread, attached or not. Never instrumented. */

@@ -57,6 +57,11 @@ ELFEN_INTERNAL void elfen__arm_lazy_attach(void) {
     __atomic_store_n(&elfen_unattached_word, 1, __ATOMIC_RELEASE);
 }
 
+/* elfen_set_lazy_attach(0): unattached threads' checks do nothing again. */
+ELFEN_INTERNAL void elfen__disarm_lazy_attach(void) {
+    __atomic_store_n(&elfen_unattached_word, 0, __ATOMIC_RELEASE);
+}
+
 ELFEN_INTERNAL int elfen__lazy_attach_armed(void) {
     return __atomic_load_n(&elfen_unattached_word, __ATOMIC_ACQUIRE) != 0;
 }

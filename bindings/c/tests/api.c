@@ -438,6 +438,43 @@ static void test_thread_exit(void) {
     elfen_page_destroy(page);
 }
 
+/* Lazy attach through the API (what linking the hook arms). */
+static void *first_check(void *arg) {
+    elfen_check();
+    *(int *)arg = elfen_batch_attached();
+    return NULL;
+}
+
+static int attached_after_first_check(void) {
+    int attached = -1;
+    pthread_t t;
+    pthread_create(&t, NULL, first_check, &attached);
+    pthread_join(t, NULL);
+    return attached;
+}
+
+static void test_lazy_attach(void) {
+    char path[512];
+    t_path(path, sizeof path, "lazy");
+    elfen_page *page = elfen_page_create(path, "0:1", NULL);
+    REQUIRE(page != NULL, "create: %s", elfen_last_error());
+    setenv("ELFEN_PAGE", path, 1);
+    setenv("ELFEN_LANE", "1", 1);
+    setenv("ELFEN_PIN", "0", 1);
+    CHECK(attached_after_first_check() == 0, "not armed: a first check attaches nothing");
+    elfen_set_lazy_attach(1);
+    CHECK(attached_after_first_check() == 1, "armed: the first check attaches from ELFEN_PAGE: %s",
+          elfen_last_error());
+    CHECK(LOAD(elfen_page_batch(page, 1)->attached) == 0, "the exited thread detached");
+    CHECK(LOAD(elfen_page_batch(page, 1)->slow_checks) >= 1, "and ran the policy");
+    elfen_set_lazy_attach(0);
+    CHECK(attached_after_first_check() == 0, "disarmed again");
+    unsetenv("ELFEN_PAGE");
+    unsetenv("ELFEN_LANE");
+    unsetenv("ELFEN_PIN");
+    elfen_page_destroy(page);
+}
+
 int main(void) {
     t_name = "api";
     dir = t_tmpdir();
@@ -448,6 +485,7 @@ int main(void) {
     test_last_error_per_thread();
     test_shared_lane();
     test_thread_exit();
+    test_lazy_attach();
     if (have_cpus_0_and_1()) {
         test_threads(ELFEN_NAP_SPIN, "spin");
         test_threads(ELFEN_NAP_FUTEX, "futex");

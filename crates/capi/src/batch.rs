@@ -229,6 +229,25 @@ fn lazy_attach() {
     }
 }
 
+/// Arms (`on`) or disarms lazy attach for the threads that have not checked
+/// yet. Linking `libelfen_hook.a` arms it; a program that attaches its
+/// threads explicitly and links the hook only for its
+/// `__cyg_profile_func_enter` disarms it, so its other threads' checks do
+/// nothing and nothing is printed.
+pub fn set_lazy_attach(on: bool) {
+    if on {
+        tls::arm_lazy_attach();
+    } else {
+        tls::disarm_lazy_attach();
+    }
+}
+
+/// `elfen_set_lazy_attach`.
+#[unsafe(no_mangle)]
+pub extern "C" fn elfen_set_lazy_attach(on: c_int) {
+    set_lazy_attach(on != 0);
+}
+
 // ---- process hooks: exit and fork -------------------------------------------
 
 extern "C" fn detach_at_exit() {

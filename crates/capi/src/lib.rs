@@ -30,7 +30,7 @@
 //! `__cyg_profile_func_enter` as `elfen_check()`, so a C/C++ program rebuilt
 //! with `-finstrument-functions` checks at every function entry, and arms
 //! lazy attach: each thread attaches itself at its first check from the
-//! `ELFEN_*` environment variables ([`env`]).
+//! `ELFEN_*` environment variables ([`env`](mod@env)).
 #![deny(missing_docs)]
 
 pub mod batch;
@@ -42,7 +42,7 @@ pub mod tls;
 
 pub use batch::{
     attach_current_thread, detach_current_thread, is_attached, open_current_thread,
-    with_current_thread,
+    set_lazy_attach, with_current_thread,
 };
 pub use error::{Error, last_error};
 pub use page::{ElfenPage, PageOptions, page_spec};

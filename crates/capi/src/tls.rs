@@ -12,6 +12,7 @@ unsafe extern "C" {
     fn elfen__tls_word() -> *const u64;
     fn elfen__tls_expected() -> u64;
     fn elfen__arm_lazy_attach();
+    fn elfen__disarm_lazy_attach();
     fn elfen__lazy_attach_armed() -> i32;
 }
 
@@ -70,6 +71,12 @@ pub fn current() -> (*const u64, u64) {
 pub fn arm_lazy_attach() {
     // SAFETY: an atomic store to a static.
     unsafe { elfen__arm_lazy_attach() }
+}
+
+/// Disarms lazy attach: threads that never attached check nothing again.
+pub fn disarm_lazy_attach() {
+    // SAFETY: an atomic store to a static.
+    unsafe { elfen__disarm_lazy_attach() }
 }
 
 /// Whether lazy attach is armed in this process.

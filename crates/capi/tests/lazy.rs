@@ -102,5 +102,17 @@ fn first_check_attaches_from_the_environment() {
     });
     assert_eq!(kind, Kind::Off);
     assert_eq!(line.attached.load(Acquire), 0);
+
+    // disarmed again (elfen_set_lazy_attach(0)): no slow path at all
+    set("ELFEN_PAGE", Some(path.to_str().unwrap()));
+    elfen::set_lazy_attach(false);
+    assert!(!tls::lazy_attach_armed());
+    let kind = in_thread(|| {
+        assert!(!tls::would_take_slow_path());
+        elfen_check_slow();
+        tls::kind()
+    });
+    assert_eq!(kind, Kind::Unattached);
+    assert_eq!(line.attached.load(Acquire), 0);
     drop(page);
 }
