@@ -1,0 +1,38 @@
+//! Compiles `c/kernels.c` twice: with `-finstrument-functions` (symbols
+//! `elfen_k_inst_*`: every function entry calls the elfen check hook) and
+//! without (`elfen_k_plain_*`). Same compiler, same optimization level (-O2
+//! whatever the Cargo profile, so test and release builds run the same C code).
+//!
+//! The hook is libelfen's (`elfen-capi` builds `libelfen_hook.a` and exports
+//! its directory as `DEP_ELFEN_HOOK_LIB_DIR`); it is linked after the
+//! kernels, so it resolves their `__cyg_profile_func_enter/exit`, and its
+//! own references (`elfen_check_slow`, the fast path's thread-local state)
+//! resolve in the `elfen-capi` rlib linked after this crate.
+
+fn build(prefix: &str, lib: &str, instrument: bool) {
+    let mut b = cc::Build::new();
+    b.file("c/kernels.c")
+        .include("c")
+        .define("ELFEN_K_PREFIX", prefix)
+        .opt_level(2)
+        .flag_if_supported("-std=gnu11")
+        .warnings(true)
+        .extra_warnings(true);
+    if instrument {
+        b.flag("-finstrument-functions");
+    }
+    b.compile(lib);
+}
+
+fn main() {
+    for f in ["c/kernels.c", "c/kernels.h"] {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    build("elfen_k_inst_", "elfen_kernels_inst", true);
+    build("elfen_k_plain_", "elfen_kernels_plain", false);
+    let hook_dir = std::env::var("DEP_ELFEN_HOOK_LIB_DIR").expect(
+        "elfen-capi's build script exports DEP_ELFEN_HOOK_LIB_DIR (its `links = \"elfen\"`)",
+    );
+    println!("cargo:rustc-link-search=native={hook_dir}");
+    println!("cargo:rustc-link-lib=static=elfen_hook");
+}

@@ -1,0 +1,58 @@
+//! `elfen-kernels`: the batch kernels elfen's experiments run.
+//!
+//! Four kernels (the Elfen paper's §4 "Batch Workloads" plus Stream), each
+//! counting **work units** so progress can be measured:
+//!
+//! | kind | unit |
+//! |---|---|
+//! | `loop` | one call of an empty function |
+//! | `matrix` | one 5×5 `f64` multiply `c = a × b` |
+//! | `flush` | one zeroing of a 32 KB buffer |
+//! | `stream` | one 4 KB chunk of stores into a 64 MB buffer |
+//!
+//! Two implementations of each:
+//!
+//! - **Rust, with explicit checks** ([`Kernel`]): every unit starts with
+//!   [`Check::check`]. [`NoCheck`] is the unchecked baseline; the runtime's
+//!   batch thread is the real check.
+//! - **C, built twice** ([`CKernel`]): `c/kernels.c` compiled with
+//!   `-finstrument-functions` ([`CBuild::Instrumented`]; every unit is a
+//!   non-inlined call, so the check hook `__cyg_profile_func_enter` runs at
+//!   its entry, as the paper's `-pg` checks did) and without
+//!   ([`CBuild::Plain`]).
+//!
+//! ```
+//! use elfen_kernels::{Kernel, KernelKind, NoCheck};
+//! use std::sync::atomic::{AtomicBool, AtomicU64};
+//!
+//! let kind: KernelKind = "matrix".parse().unwrap();
+//! let mut k = Kernel::new(kind);
+//! k.run_units(1000, &mut NoCheck);
+//! assert_eq!(k.units(), 1000);
+//!
+//! // The harness's loop: run until told to stop, publishing progress.
+//! let stop = AtomicBool::new(true); // (already set: returns at once)
+//! let units = AtomicU64::new(0);
+//! k.run_until(&mut NoCheck, &stop, &units, 1024);
+//! ```
+#![deny(missing_docs)]
+
+// libelfen must be linked: the instrumented kernels' hook (libelfen_hook.a,
+// see build.rs) calls its slow path and reads its thread-local state.
+extern crate elfen as _;
+
+mod buf;
+pub mod c;
+mod check;
+mod error;
+mod kernel;
+mod kind;
+
+pub use c::{CBuild, CKernel};
+pub use check::{Check, CountCheck, FnCheck, NoCheck};
+pub use error::KernelError;
+pub use kernel::{
+    FLUSH_BYTES, Kernel, KernelConfig, MATRIX_N, Matrix5, STREAM_BYTES, STREAM_CHUNK_BYTES,
+    matrix_multiply,
+};
+pub use kind::{KERNEL_NAMES, KernelKind, STREAM_MODE_NAMES, StreamMode};
