@@ -254,6 +254,7 @@ fn one_lc_thread_per_request_lane() {
     drop(lc);
     // Released: it attaches again.
     LcLane::attach(fx.page.clone(), 0).unwrap();
+    fx.assert_quiescent();
 }
 
 #[test]
@@ -276,6 +277,8 @@ fn dynamic_refresh_reports_missing_counters_at_attach() {
     let fx = Fixture::with_spec(pair_spec(PolicyKind::RefreshBudget.id()), 0);
     let b = BatchThread::attach(fx.page.clone(), 1, BatchOptions::default().pin(false)).unwrap();
     assert_eq!(b.ipc_note(), None);
+    drop(b);
+    fx.assert_quiescent();
 }
 
 #[test]

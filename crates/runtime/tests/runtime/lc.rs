@@ -65,6 +65,7 @@ fn lc_line_words_and_counters() {
     assert_eq!(state::seq(line.state.load(Acquire)), 4);
     lc.request_end();
     assert_eq!(line.requests.load(Relaxed), 4);
+    fx.assert_quiescent();
 }
 
 #[test]
@@ -81,6 +82,7 @@ fn a_request_left_open_by_a_dead_lc_thread_is_ended() {
     assert_eq!(line.lc_tid.load(Relaxed), gettid());
     lc.request_begin(1);
     assert_eq!(line.state.load(Acquire), state::pack(true, 6, 2));
+    fx.assert_quiescent();
 }
 
 #[test]
