@@ -171,6 +171,16 @@ static void test_bad_input(void) {
     elfen_page_options o = ELFEN_PAGE_OPTIONS_INIT;
     o.nap = 9;
     expect_null("bad nap in options", elfen_page_create(bad, "0:1", &o), "nap backend 9");
+    o = (elfen_page_options)ELFEN_PAGE_OPTIONS_INIT;
+    o.policy = 7;
+    expect_null("bad policy in options", elfen_page_create(bad, "0:1", &o), "unknown policy id 7");
+    o.policy = ELFEN_POLICY_FIXED_BUDGET;
+    o.budget_ns = 500000;
+    elfen_page *budget = elfen_page_create(t_path(bad, sizeof bad, "budgeted"), "0:1", &o);
+    CHECK(budget && elfen_page_controller(budget, 1)->budget_ns == 500000 &&
+              elfen_page_controller(budget, 1)->policy == ELFEN_POLICY_FIXED_BUDGET,
+          "a fixed-budget page: %s", elfen_last_error());
+    elfen_page_destroy(budget);
 
     /* read-only handles */
     elfen_page *ro = elfen_page_open(good);

@@ -2,6 +2,7 @@
 //! own controller, a test), or open one read-only to watch its counters.
 
 use crate::error::{EINVAL, ESTATE, Error, guard};
+use elfen_policy::{PolicyConfig, PolicyKind};
 use elfen_shm::{Access, Page, PageSpec};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::PathBuf;
@@ -81,6 +82,21 @@ pub fn page_spec(pairs: &str, o: &PageOptions) -> Result<PageSpec, Error> {
     let pairs = elfen_topo::parse_pair_spec(pairs)
         .map_err(|e| Error::new(EINVAL, format!("elfen_page_create: {e}")))?;
     let pairs: Vec<(u32, Vec<u32>)> = pairs.into_iter().map(|p| (p.request, p.batch)).collect();
+    // The policy batch threads will build from each controller line: refuse
+    // here what their attach would refuse.
+    let kind = PolicyKind::from_id(o.policy).ok_or_else(|| {
+        Error::new(
+            EINVAL,
+            format!(
+                "elfen_page_create: unknown policy id {} (0 unmanaged, 1 borrow idle, 2 fixed \
+                 budget, 3 refresh budget, 4 dynamic refresh)",
+                o.policy
+            ),
+        )
+    })?;
+    PolicyConfig::budget(kind, o.budget_ns)
+        .validate()
+        .map_err(|e| Error::new(EINVAL, format!("elfen_page_create: {e}")))?;
     let mut spec = PageSpec::for_pairs(&pairs, o.policy, o.budget_ns);
     for l in &mut spec.lanes {
         l.nap = o.nap;
