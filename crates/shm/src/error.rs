@@ -97,6 +97,16 @@ pub enum ShmError {
     /// A page spec that cannot be laid out.
     #[error("invalid signal page spec: {0}")]
     BadSpec(String),
+    /// A controller line stayed mid-rewrite for [`crate::page::STUCK_SEQLOCK_NS`].
+    #[error(
+        "signal page {path}: lane {lane}'s controller line has been mid-rewrite for 100 ms (did the controller die while writing it?)"
+    )]
+    StuckController {
+        /// The file.
+        path: PathBuf,
+        /// The lane.
+        lane: u32,
+    },
     /// A write through a handle attached read-only.
     #[error("cannot {what}: signal page {path} is attached read-only by this process")]
     ReadOnly {

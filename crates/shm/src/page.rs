@@ -184,6 +184,10 @@ impl PageSpec {
     }
 }
 
+/// How long [`Page::read_controller`] waits for a controller line that is
+/// being rewritten (odd `config_seq`) before reporting it stuck.
+pub const STUCK_SEQLOCK_NS: u64 = 100_000_000;
+
 /// Default spin bound of the hybrid nap (50 µs: longer than a futex round trip
 /// on the development VMs, shorter than most idle periods).
 pub const DEFAULT_HYBRID_SPIN_NS: u32 = 50_000;
@@ -861,10 +865,21 @@ impl Page {
     /// controller rewrites it).
     pub fn read_controller(&self, lane: u32) -> Result<ControllerConfig, ShmError> {
         let c = self.controller(lane)?;
+        // A rewrite takes nanoseconds; a line odd for this long means the
+        // controller died mid-write. Give up rather than hang the reader.
+        let deadline = crate::clock::monotonic_ns() + STUCK_SEQLOCK_NS;
+        let mut spins = 0u32;
         loop {
             let s0 = c.config_seq.load(Acquire);
             if s0 % 2 == 1 {
                 std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 1024 == 0 && crate::clock::monotonic_ns() > deadline {
+                    return Err(ShmError::StuckController {
+                        path: self.path.clone(),
+                        lane,
+                    });
+                }
                 continue;
             }
             let mut partners = [0u32; MAX_PARTNERS];
@@ -901,6 +916,12 @@ impl Page {
             return Err(ShmError::BadSpec(format!(
                 "lane {lane}: bad partners {:?}",
                 spec.partners
+            )));
+        }
+        if spec.nap > nap::MWAITX || spec.role > role::BATCH {
+            return Err(ShmError::BadSpec(format!(
+                "lane {lane}: unknown nap backend {} or role {}",
+                spec.nap, spec.role
             )));
         }
         let s = c.config_seq.load(Relaxed);

@@ -317,6 +317,21 @@ fn controller_updates_are_atomic_to_readers() {
         stop.store(true, Relaxed);
     });
     assert_eq!(reader.read_controller(1).unwrap().seq, 40_000);
+    // a controller that dies mid-rewrite leaves the line odd: readers give up
+    page.controller(1)
+        .unwrap()
+        .config_seq
+        .store(40_001, Relaxed);
+    let e = reader.read_controller(1).unwrap_err().to_string();
+    assert!(e.contains("lane 1") && e.contains("mid-rewrite"), "{e}");
+    let mut bad = two_lanes().lanes[1].clone();
+    bad.nap = 9;
+    assert!(
+        page.write_controller(1, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("nap backend 9")
+    );
 }
 
 // ---------------------------------------------------------------- golden vectors
