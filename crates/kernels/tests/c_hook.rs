@@ -2,23 +2,15 @@
 //! thread attached through libelfen, their checks nap while the request lane
 //! is busy (the batch line counts the naps), and the plain build never does.
 
+mod common;
+
+use common::wait_for;
 use elfen_kernels::{CBuild, CKernel, KernelConfig, KernelKind};
 use elfen_runtime::{BatchOptions, LcLane, NapChoice};
-use elfen_shm::{Page, PageSpec};
+use elfen_shm::Page;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::yield_now();
-    }
-}
+use std::time::Duration;
 
 /// Runs `kind` in `build` on a thread attached to lane 1; returns
 /// (units before the request, units at its end, naps during it).
@@ -63,12 +55,7 @@ fn run_through_a_request(page: &Arc<Page>, kind: KernelKind, build: CBuild) -> (
 
 #[test]
 fn instrumented_kernels_nap_while_busy_and_plain_ones_do_not() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sig");
-    let borrow_idle = elfen_policy::PolicyKind::BorrowIdle.id();
-    let page = Arc::new(
-        Page::create(&path, &PageSpec::for_pairs(&[(0, vec![1])], borrow_idle, 0)).unwrap(),
-    );
+    let (_dir, page) = common::page();
     for kind in KernelKind::ALL {
         let (begun, ended, naps) = run_through_a_request(&page, kind, CBuild::Instrumented);
         assert_eq!(naps, 1, "{kind}: one nap per request");

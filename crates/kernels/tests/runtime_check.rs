@@ -2,32 +2,18 @@
 //! make progress while the request lane is idle and none while it is busy
 //! (their checks nap), as the batch line's counters show.
 
+mod common;
+
+use common::wait_for;
 use elfen_kernels::{Kernel, KernelConfig, KernelKind};
 use elfen_runtime::{BatchOptions, BatchThread, LcLane, NapChoice};
-use elfen_shm::{Page, PageSpec};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::yield_now();
-    }
-}
+use std::time::Duration;
 
 #[test]
 fn checks_nap_while_the_request_lane_is_busy() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sig");
-    let borrow_idle = elfen_policy::PolicyKind::BorrowIdle.id();
-    let page = Arc::new(
-        Page::create(&path, &PageSpec::for_pairs(&[(0, vec![1])], borrow_idle, 0)).unwrap(),
-    );
+    let (_dir, page) = common::page();
     for kind in KernelKind::ALL {
         let mut lc = LcLane::attach(page.clone(), 0).unwrap();
         let line = page.batch(1).unwrap();

@@ -1,3 +1,30 @@
-//! elfen's micro-benchmarks: step-aside and wake latency per nap backend, check cost, instrumentation overhead (under construction).
+//! `elfen-micro`: elfen's micro-benchmarks (`elfen micro`), the Elfen
+//! paper's Figure 8 done our way.
+//!
+//! | module | figure |
+//! |---|---|
+//! | [`toggle`] | step-aside and wake latency per nap backend |
+//! | [`fastpath`] | fast-path cost per check (Rust and C) |
+//! | [`overhead`] | instrumentation overhead of each batch kernel |
+//! | [`interference`] | plain vs non-temporal Stream against a pointer chase |
+//! | [`report`] | the JSON result file and the printed table |
+//!
+//! [`suite::run_once`] runs them all over a [`setup::BenchPage`];
+//! [`cli`] is the subcommand. See `docs/micro.md`.
+#![deny(missing_docs)]
 
 pub mod cli;
+mod cside;
+pub mod error;
+pub mod fastpath;
+pub mod interference;
+pub mod interrupt;
+pub mod overhead;
+pub mod progress;
+pub mod report;
+pub mod setup;
+pub mod stats;
+pub mod suite;
+pub mod toggle;
+
+pub use error::MicroError;

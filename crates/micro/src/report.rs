@@ -1,0 +1,670 @@
+//! The result file (`elfen-micro/1` JSON) and the table printed from it.
+//!
+//! A file holds the parameters, the machine, every run's raw figures and a
+//! summary: for latencies, the median over runs of each run's percentile
+//! (with the spread over runs); for the A/B comparisons, with one run the
+//! median and spread over its repetitions, with several runs the median and
+//! spread of the run medians. `elfen micro --show FILE` re-prints the table
+//! from a file without measuring.
+
+use crate::error::MicroError;
+use crate::setup::Lanes;
+use crate::stats::{Percentiles, Stat};
+use crate::suite::{Params, RunResult};
+use crate::toggle::Latency;
+use elfen_kernels::{KernelKind, StreamMode};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The schema tag of micro-benchmark result files.
+pub const SCHEMA: &str = "elfen-micro/1";
+
+/// The page clock used for every timestamp.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClockInfo {
+    /// `tsc` or `monotonic_ns`.
+    pub kind: String,
+    /// Ticks per second.
+    pub ticks_per_sec: u64,
+}
+
+/// A whole result file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MicroReport {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Start of the run, Unix seconds.
+    pub created_unix_s: u64,
+    /// The command line.
+    pub command: String,
+    /// How the benchmark ran.
+    pub params: Params,
+    /// `/proc/loadavg` (1, 5, 15 min) before measuring.
+    pub load_before: [f64; 3],
+    /// `/proc/loadavg` after measuring.
+    pub load_after: [f64; 3],
+    /// The machine.
+    pub system: elfen_topo::SystemInfo,
+    /// The lanes measured.
+    pub lanes: Lanes,
+    /// The page clock.
+    pub clock: ClockInfo,
+    /// Hybrid nap spin bound on the page, ns.
+    pub hybrid_spin_ns: u32,
+    /// Every run, raw.
+    pub runs: Vec<RunResult>,
+    /// Medians and spread over the runs, and the targets.
+    pub summary: Summary,
+}
+
+/// p50 / p99 / p99.9 over runs, ns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Median.
+    pub p50_ns: Stat,
+    /// 99th percentile.
+    pub p99_ns: Stat,
+    /// 99.9th percentile.
+    pub p999_ns: Stat,
+    /// Samples per run (median).
+    pub samples: f64,
+}
+
+/// A latency over all samples and undisturbed ones, over runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyPair {
+    /// Every sample.
+    pub all: LatencySummary,
+    /// Samples without a detected host pause.
+    pub undisturbed: Option<LatencySummary>,
+    /// Fraction of samples marked disturbed.
+    pub disturbed_fraction: Stat,
+}
+
+/// One backend over runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendSummary {
+    /// Backend name.
+    pub backend: String,
+    /// Whether it ran.
+    pub available: bool,
+    /// Why unavailable, or why chosen.
+    pub reason: String,
+    /// Step-aside latency.
+    pub step_aside: Option<LatencyPair>,
+    /// Wake latency.
+    pub wake: Option<LatencyPair>,
+    /// Wake latency of toggles woken from the OS.
+    pub wake_from_os: Option<LatencyPair>,
+    /// Wake latency of toggles woken from a spin.
+    pub wake_from_spin: Option<LatencyPair>,
+    /// Fraction of toggles woken from the OS.
+    pub os_wake_fraction: Option<Stat>,
+}
+
+/// One kernel's overhead over runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverheadSummary {
+    /// The kernel.
+    pub kernel: KernelKind,
+    /// `c` or `rust`.
+    pub implementation: String,
+    /// Checked, units/s.
+    pub checked_units_per_s: Stat,
+    /// Unchecked, units/s.
+    pub unchecked_units_per_s: Stat,
+    /// Overhead, percent.
+    pub overhead_pct: Stat,
+}
+
+/// A target of the issue and whether it is met.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// What is measured.
+    pub figure: String,
+    /// The target, in words.
+    pub target: String,
+    /// The limit, in `unit`.
+    pub limit: f64,
+    /// The unit of `limit` and the measured values.
+    pub unit: String,
+    /// Measured (median over runs) over all samples.
+    pub measured: Option<f64>,
+    /// Measured over undisturbed samples (latency targets only).
+    pub measured_undisturbed: Option<f64>,
+    /// `measured <= limit`.
+    pub met: Option<bool>,
+    /// `measured_undisturbed <= limit`.
+    pub met_undisturbed: Option<bool>,
+}
+
+/// Medians and spread over runs, and the targets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of runs.
+    pub runs: usize,
+    /// Per backend.
+    pub backends: Vec<BackendSummary>,
+    /// Rust `BatchThread::check`, ns per check.
+    pub fast_path_rust_ns_per_check: Stat,
+    /// C `elfen_check()`, ns per check.
+    pub fast_path_c_ns_per_check: Option<Stat>,
+    /// Why the C figures are missing.
+    pub c_unavailable: Option<String>,
+    /// Per kernel and implementation.
+    pub overhead: Vec<OverheadSummary>,
+    /// Pointer chase alone, ns per hop.
+    pub chase_alone_ns_per_hop: Stat,
+    /// Slowdown of the chase by plain-store Stream.
+    pub stream_plain_slowdown: Stat,
+    /// Slowdown by non-temporal Stream.
+    pub stream_non_temporal_slowdown: Stat,
+    /// The mode with the larger median slowdown.
+    pub stream_worse: StreamMode,
+    /// The kernels crate's default.
+    pub stream_default: StreamMode,
+    /// The issue's targets.
+    pub targets: Vec<Target>,
+}
+
+fn spread(v: &[f64]) -> Stat {
+    Stat::of(v).unwrap_or(Stat {
+        median: f64::NAN,
+        min: f64::NAN,
+        max: f64::NAN,
+    })
+}
+
+/// Stat over runs of a per-run spread: the run's own with one run, the
+/// spread of run medians with several.
+fn over_runs(v: &[Stat]) -> Stat {
+    match v {
+        [one] => *one,
+        _ => spread(&v.iter().map(|s| s.median).collect::<Vec<_>>()),
+    }
+}
+
+fn latency_summary(ps: &[Percentiles]) -> Option<LatencySummary> {
+    if ps.is_empty() {
+        return None;
+    }
+    let f = |g: fn(&Percentiles) -> f64| spread(&ps.iter().map(g).collect::<Vec<_>>());
+    Some(LatencySummary {
+        p50_ns: f(|p| p.p50_ns),
+        p99_ns: f(|p| p.p99_ns),
+        p999_ns: f(|p| p.p999_ns),
+        samples: f(|p| p.count as f64).median,
+    })
+}
+
+fn latency_pair(ls: &[&Latency]) -> Option<LatencyPair> {
+    let all: Vec<Percentiles> = ls.iter().filter_map(|l| l.all).collect();
+    let und: Vec<Percentiles> = ls.iter().filter_map(|l| l.undisturbed).collect();
+    Some(LatencyPair {
+        all: latency_summary(&all)?,
+        undisturbed: latency_summary(&und),
+        disturbed_fraction: spread(&ls.iter().map(|l| l.disturbed_fraction).collect::<Vec<_>>()),
+    })
+}
+
+/// Summarizes `runs` (at least one).
+pub fn summarize(runs: &[RunResult]) -> Summary {
+    let first = &runs[0];
+    let backends = first
+        .backends
+        .iter()
+        .enumerate()
+        .map(|(i, b0)| {
+            let per: Vec<_> = runs.iter().map(|r| &r.backends[i]).collect();
+            let pick = |f: fn(&crate::toggle::BackendResult) -> Option<&Latency>| {
+                latency_pair(&per.iter().filter_map(|b| f(b)).collect::<Vec<_>>())
+            };
+            let osf: Vec<f64> = per.iter().filter_map(|b| b.os_wake_fraction).collect();
+            BackendSummary {
+                backend: b0.backend.clone(),
+                available: b0.available,
+                reason: b0.reason.clone(),
+                step_aside: pick(|b| b.step_aside.as_ref()),
+                wake: pick(|b| b.wake.as_ref()),
+                wake_from_os: pick(|b| b.wake_from_os.as_ref()),
+                wake_from_spin: pick(|b| b.wake_from_spin.as_ref()),
+                os_wake_fraction: (!osf.is_empty()).then(|| spread(&osf)),
+            }
+        })
+        .collect::<Vec<_>>();
+    let fast_rust = over_runs(
+        &runs
+            .iter()
+            .map(|r| r.fast_path.rust.ns_per_check)
+            .collect::<Vec<_>>(),
+    );
+    let c: Vec<Stat> = runs
+        .iter()
+        .filter_map(|r| r.fast_path.c.as_ref().map(|c| c.ns_per_check))
+        .collect();
+    let fast_c = (!c.is_empty()).then(|| over_runs(&c));
+    let overhead = first
+        .overhead
+        .iter()
+        .enumerate()
+        .map(|(i, o0)| {
+            let per: Vec<_> = runs.iter().map(|r| &r.overhead[i]).collect();
+            let f = |g: fn(&crate::overhead::KernelOverhead) -> Stat| {
+                over_runs(&per.iter().map(|o| g(o)).collect::<Vec<_>>())
+            };
+            OverheadSummary {
+                kernel: o0.kernel,
+                implementation: o0.implementation.clone(),
+                checked_units_per_s: f(|o| o.checked_units_per_s),
+                unchecked_units_per_s: f(|o| o.unchecked_units_per_s),
+                overhead_pct: f(|o| o.overhead_pct),
+            }
+        })
+        .collect::<Vec<_>>();
+    let si = |g: fn(&crate::interference::StreamInterference) -> Stat| {
+        over_runs(
+            &runs
+                .iter()
+                .map(|r| g(&r.stream_interference))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let plain = si(|s| s.plain_slowdown);
+    let nt = si(|s| s.non_temporal_slowdown);
+    let mut s = Summary {
+        runs: runs.len(),
+        backends,
+        fast_path_rust_ns_per_check: fast_rust,
+        fast_path_c_ns_per_check: fast_c,
+        c_unavailable: runs.iter().find_map(|r| r.fast_path.c_unavailable.clone()),
+        overhead,
+        chase_alone_ns_per_hop: si(|s| s.alone_ns_per_hop),
+        stream_plain_slowdown: plain,
+        stream_non_temporal_slowdown: nt,
+        stream_worse: if plain.median >= nt.median {
+            StreamMode::Plain
+        } else {
+            StreamMode::NonTemporal
+        },
+        stream_default: StreamMode::DEFAULT,
+        targets: Vec::new(),
+    };
+    s.targets = targets(&s);
+    s
+}
+
+fn targets(s: &Summary) -> Vec<Target> {
+    let mut t = Vec::new();
+    let mut plain = |figure: String, target: &str, limit: f64, unit: &str, m: Option<f64>| {
+        t.push(Target {
+            figure,
+            target: target.to_string(),
+            limit,
+            unit: unit.to_string(),
+            measured: m,
+            measured_undisturbed: None,
+            met: m.map(|m| m <= limit),
+            met_undisturbed: None,
+        })
+    };
+    plain(
+        "fast path, Rust BatchThread::check()".into(),
+        "<= 1 ns per check",
+        1.0,
+        "ns",
+        Some(s.fast_path_rust_ns_per_check.median),
+    );
+    plain(
+        "fast path, C elfen_check()".into(),
+        "<= 1 ns per check",
+        1.0,
+        "ns",
+        s.fast_path_c_ns_per_check.map(|x| x.median),
+    );
+    for imp in ["c", "rust"] {
+        for k in [KernelKind::Matrix, KernelKind::Flush] {
+            let m = s
+                .overhead
+                .iter()
+                .find(|o| o.kernel == k && o.implementation == imp)
+                .map(|o| o.overhead_pct.median);
+            plain(
+                format!("instrumentation overhead, {imp} {k}"),
+                "<= 2 %",
+                2.0,
+                "%",
+                m,
+            );
+        }
+    }
+    let lat = |backend: &str, wake: bool| -> (Option<f64>, Option<f64>) {
+        let b = s.backends.iter().find(|b| b.backend == backend);
+        let p = b.and_then(|b| {
+            if wake {
+                b.wake.as_ref()
+            } else {
+                b.step_aside.as_ref()
+            }
+        });
+        (
+            p.map(|p| p.all.p99_ns.median / 1000.0),
+            p.and_then(|p| p.undisturbed.as_ref().map(|u| u.p99_ns.median / 1000.0)),
+        )
+    };
+    for (backend, wake, limit) in [
+        ("spin", false, 2.0),
+        ("hybrid", false, 2.0),
+        ("spin", true, 2.0),
+        ("futex", true, 100.0),
+    ] {
+        let (m, u) = lat(backend, wake);
+        t.push(Target {
+            figure: format!(
+                "{} p99, {backend}",
+                if wake { "wake" } else { "step-aside" }
+            ),
+            target: format!("<= {limit} µs"),
+            limit,
+            unit: "µs".into(),
+            measured: m,
+            measured_undisturbed: u,
+            met: m.map(|m| m <= limit),
+            met_undisturbed: u.map(|u| u <= limit),
+        });
+    }
+    t
+}
+
+impl MicroReport {
+    /// Writes the file atomically (temp file + rename), creating its
+    /// directory.
+    pub fn save(&self, path: &Path) -> Result<(), MicroError> {
+        let io = |what: &str, source| MicroError::Io {
+            what: format!("{what} {}", path.display()),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
+        }
+        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+        let text = serde_json::to_string_pretty(self).expect("reports serialize");
+        std::fs::write(&tmp, text).map_err(|e| io("write", e))?;
+        std::fs::rename(&tmp, path).map_err(|e| io("write", e))
+    }
+
+    /// Reads a file written by [`MicroReport::save`].
+    pub fn load(path: &Path) -> Result<MicroReport, MicroError> {
+        let text = std::fs::read_to_string(path).map_err(|source| MicroError::Io {
+            what: format!("read {}", path.display()),
+            source,
+        })?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| MicroError::Setup(format!("{}: not JSON: {e}", path.display())))?;
+        let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+        if found != SCHEMA {
+            return Err(MicroError::Setup(format!(
+                "{}: schema is {found:?}, this build reads {SCHEMA:?}",
+                path.display()
+            )));
+        }
+        serde_json::from_value(v).map_err(|e| MicroError::Setup(format!("{}: {e}", path.display())))
+    }
+}
+
+// ---------------------------------------------------------------- the table
+
+/// `median [min–max]` (just the median when min and max print alike).
+fn fs(s: &Stat, scale: f64, prec: usize) -> String {
+    if s.median.is_nan() {
+        return "–".into();
+    }
+    let (m, lo, hi) = (s.median * scale, s.min * scale, s.max * scale);
+    let one = format!("{m:.prec$}");
+    if format!("{lo:.prec$}") == format!("{hi:.prec$}") {
+        one
+    } else {
+        format!("{one} [{lo:.prec$}–{hi:.prec$}]")
+    }
+}
+
+fn pct(s: &Stat) -> String {
+    fs(s, 100.0, 1) + " %"
+}
+
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let mut s = String::from("|");
+        for (i, c) in cells.iter().enumerate() {
+            let pad = w[i] - c.chars().count();
+            s.push(' ');
+            s.push_str(c);
+            s.push_str(&" ".repeat(pad));
+            s.push_str(" |");
+        }
+        s
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        line(header.iter().map(|h| h.to_string()).collect())
+    );
+    let _ = writeln!(
+        out,
+        "|{}",
+        w.iter()
+            .map(|n| "-".repeat(n + 2) + "|")
+            .collect::<String>()
+    );
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r.clone()));
+    }
+}
+
+fn latency_rows(name: &str, p: &LatencyPair) -> Vec<String> {
+    let us = 1e-3;
+    let u = p.undisturbed.as_ref();
+    vec![
+        name.to_string(),
+        format!("{:.0}", p.all.samples),
+        pct(&p.disturbed_fraction),
+        fs(&p.all.p50_ns, us, 2),
+        fs(&p.all.p99_ns, us, 2),
+        fs(&p.all.p999_ns, us, 2),
+        u.map_or("–".into(), |u| fs(&u.p50_ns, us, 2)),
+        u.map_or("–".into(), |u| fs(&u.p99_ns, us, 2)),
+        u.map_or("–".into(), |u| fs(&u.p999_ns, us, 2)),
+    ]
+}
+
+const LAT_HEADER: [&str; 9] = [
+    "backend",
+    "samples/run",
+    "disturbed",
+    "p50 all",
+    "p99 all",
+    "p99.9 all",
+    "p50 undist.",
+    "p99 undist.",
+    "p99.9 undist.",
+];
+
+/// The table, as printed by `elfen micro`.
+pub fn render(r: &MicroReport) -> String {
+    let s = &r.summary;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "elfen micro — {} run(s){}; request lane cpu {} ↔ batch lane cpu {} ({}); clock {} at {:.3} GHz; load average {:.2} before, {:.2} after",
+        s.runs,
+        if r.params.quick {
+            ", QUICK (not for quoting)"
+        } else {
+            ""
+        },
+        r.lanes.request_cpu,
+        r.lanes.batch_cpu,
+        r.lanes.pairing,
+        r.clock.kind,
+        r.clock.ticks_per_sec as f64 / 1e9,
+        r.load_before[0],
+        r.load_after[0],
+    );
+    let _ = writeln!(
+        o,
+        "Figures: median [min–max] {}.",
+        if s.runs > 1 {
+            "over runs (latency percentiles: of each run's percentile; A/B figures: of each run's median over its repetitions)"
+        } else {
+            "(A/B figures: over repetitions)"
+        }
+    );
+    let _ = writeln!(
+        o,
+        "\nStep-aside latency, µs: LC request_begin() → the LC sees the batch line's `napping` ≥ 1 ({} toggles/backend; 'undist.' leaves out samples with a clock gap > {} µs)",
+        r.params.toggle.toggles,
+        r.params.toggle.disturb_ns as f64 / 1000.0
+    );
+    let mut rows = Vec::new();
+    let mut unavailable = Vec::new();
+    for b in &s.backends {
+        match &b.step_aside {
+            Some(p) => rows.push(latency_rows(&b.backend, p)),
+            None => unavailable.push(format!("{}: unavailable — {}", b.backend, b.reason)),
+        }
+    }
+    table(&mut o, &LAT_HEADER, &rows);
+    let _ = writeln!(
+        o,
+        "\nWake latency, µs: LC request_end() (incl. its futex wake) → the batch thread runs batch code again"
+    );
+    let mut rows = Vec::new();
+    for b in &s.backends {
+        if let Some(p) = &b.wake {
+            rows.push(latency_rows(&b.backend, p));
+            let osf = b.os_wake_fraction.map(|x| x.median).unwrap_or(0.0);
+            if osf > 0.0 && osf < 1.0 {
+                if let Some(p) = &b.wake_from_spin {
+                    rows.push(latency_rows(
+                        &format!(
+                            "  {} woken from spin ({:.0} %)",
+                            b.backend,
+                            (1.0 - osf) * 100.0
+                        ),
+                        p,
+                    ));
+                }
+                if let Some(p) = &b.wake_from_os {
+                    rows.push(latency_rows(
+                        &format!("  {} woken from futex ({:.0} %)", b.backend, osf * 100.0),
+                        p,
+                    ));
+                }
+            }
+        }
+    }
+    table(&mut o, &LAT_HEADER, &rows);
+    for u in &unavailable {
+        let _ = writeln!(o, "{u}");
+    }
+
+    let _ = writeln!(
+        o,
+        "\nFast path, ns per check (tight loop with the check − the same loop without; request lane idle):"
+    );
+    let mut rows = vec![vec![
+        "Rust BatchThread::check()".to_string(),
+        fs(&s.fast_path_rust_ns_per_check, 1.0, 2),
+    ]];
+    rows.push(vec![
+        "C elfen_check() (elfen.h)".to_string(),
+        s.fast_path_c_ns_per_check
+            .map(|x| fs(&x, 1.0, 2))
+            .unwrap_or_else(|| {
+                format!("unavailable: {}", s.c_unavailable.as_deref().unwrap_or("?"))
+            }),
+    ]);
+    table(&mut o, &["check", "ns/check"], &rows);
+
+    let _ = writeln!(
+        o,
+        "\nInstrumentation overhead (checked vs the same kernel without checks; request lane idle):"
+    );
+    let rows: Vec<Vec<String>> = s
+        .overhead
+        .iter()
+        .map(|x| {
+            vec![
+                x.kernel.to_string(),
+                match x.implementation.as_str() {
+                    "c" => "C -finstrument-functions".to_string(),
+                    _ => "Rust BatchThread::check".to_string(),
+                },
+                fs(&x.unchecked_units_per_s, 1e-6, 2),
+                fs(&x.checked_units_per_s, 1e-6, 2),
+                fs(&x.overhead_pct, 1.0, 2) + " %",
+            ]
+        })
+        .collect();
+    table(
+        &mut o,
+        &[
+            "kernel",
+            "checks",
+            "unchecked Munits/s",
+            "checked Munits/s",
+            "overhead",
+        ],
+        &rows,
+    );
+    if let Some(c) = &s.c_unavailable {
+        let _ = writeln!(o, "C kernels: unavailable — {c}");
+    }
+
+    let _ = writeln!(
+        o,
+        "\nStream interference: an 8 MB pointer chase on the request lane, alone {} ns/hop; slowed ×{} by plain stores, ×{} by non-temporal stores on the batch lane → worse: {} (kernels' default: {})",
+        fs(&s.chase_alone_ns_per_hop, 1.0, 1),
+        fs(&s.stream_plain_slowdown, 1.0, 2),
+        fs(&s.stream_non_temporal_slowdown, 1.0, 2),
+        s.stream_worse,
+        s.stream_default,
+    );
+
+    let _ = writeln!(
+        o,
+        "\nTargets (medians; latency targets also over undisturbed samples):"
+    );
+    let verdict = |m: Option<bool>| match m {
+        Some(true) => "met",
+        Some(false) => "MISSED",
+        None => "–",
+    };
+    let rows: Vec<Vec<String>> = s
+        .targets
+        .iter()
+        .map(|t| {
+            let v = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.2} {}", t.unit));
+            vec![
+                t.figure.clone(),
+                t.target.clone(),
+                v(t.measured),
+                verdict(t.met).into(),
+                v(t.measured_undisturbed),
+                verdict(t.met_undisturbed).into(),
+            ]
+        })
+        .collect();
+    table(
+        &mut o,
+        &["figure", "target", "measured (all)", "", "undisturbed", ""],
+        &rows,
+    );
+    o
+}
