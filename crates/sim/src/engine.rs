@@ -545,7 +545,7 @@ impl<'a> Engine<'a> {
             EvKind::Complete => self.complete(i),
             EvKind::Start => {
                 let r = self.cores[i].req;
-                self.begin(i, r);
+                self.begin(i, r, true);
                 self.blind_poke();
             }
             EvKind::NapDone => self.nap_done(i),
@@ -591,7 +591,7 @@ impl<'a> Engine<'a> {
                 let g = core.epoch;
                 self.push(self.now + self.timing.os_preempt_ns, EvKind::Start, c, g);
             } else {
-                self.begin(c, r);
+                self.begin(c, r, true);
             }
             self.blind_poke();
         } else {
@@ -602,8 +602,10 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Request `r` begins on core `c`'s request lane now.
-    fn begin(&mut self, c: usize, r: Req) {
+    /// Request `r` begins on core `c`'s request lane now; `after_idle`: the
+    /// request lane was idle (or being taken back from SCHED_IDLE batch)
+    /// since `idle_since`, so an idle period ends here.
+    fn begin(&mut self, c: usize, r: Req, after_idle: bool) {
         let now = self.now;
         let in_window = self.in_window();
         let core = &mut self.cores[c];
@@ -611,7 +613,7 @@ impl<'a> Engine<'a> {
             core.rl_batch = false;
             self.batch_alone -= 1;
         }
-        if let (Some(d), true) = (&mut self.idle, in_window) {
+        if let (Some(d), true) = (&mut self.idle, in_window && after_idle) {
             d.record(now.saturating_sub(core.idle_since) as f64 / 1e3);
         }
         core.state = ReqState::Busy;
@@ -645,7 +647,7 @@ impl<'a> Engine<'a> {
         self.batch_corun -= a;
         self.batch_alone += a;
         if let Some(next) = self.queue.pop_front() {
-            self.begin(c, next);
+            self.begin(c, next, false);
             if self.budget_signals {
                 self.signal_all();
             }
@@ -869,7 +871,7 @@ impl<'a> Engine<'a> {
             self.batch_alone -= n;
             self.cores[c].idle_since = self.now;
             if let Some(r) = self.queue.pop_front() {
-                self.begin(c, r);
+                self.begin(c, r, false);
             } else {
                 self.free.push(c as u32);
             }

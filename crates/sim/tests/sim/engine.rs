@@ -496,3 +496,35 @@ fn smt_off_alone_and_os_priority_work_on_one_lane() {
     close(alone.utilization.total, 0.1, 0.1, "lambda / mu");
     assert_eq!(alone.batch_progress, None);
 }
+
+#[test]
+fn idle_periods_match_poisson_gaps() {
+    // M/M/1 at lambda = 500/s: an idle period lasts until the next arrival,
+    // Exp(lambda), mean 2 ms. The share of idle *time* in periods <= x is
+    // 1 - e^(-lambda x) (1 + lambda x); x = 10^3.3 us is a bucket edge.
+    let d = exp_demand(1000.0);
+    let run = PointSpec {
+        server: CORE,
+        leaves: 1,
+        mode: Mode::Alone,
+        interference: inter(1.0),
+        timing: ZERO,
+        rps: 500.0,
+        trace: None,
+        demand: &d,
+        requests: 50_000,
+        warmup_requests: 1000,
+        seed: 3,
+        record_idle: true,
+    }
+    .run_rep(0);
+    let idle = run.idle.expect("recorded");
+    let x_us = 10f64.powf(3.3);
+    let lx = 500.0 * x_us / 1e6;
+    let want = 1.0 - (-lx).exp() * (1.0 + lx);
+    let got = elfen_sim::repro::share_below(&idle, x_us).unwrap();
+    assert!((got - want).abs() < 0.015, "{got} vs {want}");
+    // One idle period per request that found the lane idle (1 - rho of them).
+    let n = idle.total() as f64;
+    close(n, 0.5 * 50_000.0, 0.03, "idle periods");
+}
