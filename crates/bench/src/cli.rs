@@ -1,20 +1,356 @@
-//! `elfen bench` (under construction).
+//! `elfen bench`, `elfen report` and the hidden batch-worker subcommand.
+
+use crate::config::{self, Auto, BenchSpec, CONFIG_NAMES, ConfigKind, KERNEL_NAMES, KernelName};
+use crate::report;
+use crate::sweep::{self, SweepOptions};
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use std::path::PathBuf;
 
 /// The harness' subcommands.
+// Parsed once per process: the size difference between variants is moot.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the co-location experiment: configurations side by side over a load sweep.
+    /// Run the co-location experiment: every configuration side by side over
+    /// a load sweep on the built-in LC service; print the table and write the
+    /// result JSON and a report (Markdown + PNG) under results/<timestamp>/.
     Bench(BenchArgs),
+    /// Regenerate tables and plots from result files alone (measured and
+    /// simulated), without re-running anything.
+    Report(ReportArgs),
+    /// (internal) The batch process `elfen bench` starts for each point.
+    #[command(name = "bench-batch-worker", hide = true)]
+    BenchBatchWorker {
+        /// Arguments, as `elfen bench` passes them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
-/// Arguments of `elfen bench`.
+/// Arguments of `elfen bench`. Every option overrides the same key of
+/// `--config`; without either, the default sweep runs (about 4–5 minutes).
+#[derive(Debug, Args, Default)]
+pub struct BenchArgs {
+    /// TOML experiment file (see configs/bench/); unknown keys are errors,
+    /// missing keys take their defaults.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Write the result JSON here (default: results/<timestamp>/bench.json);
+    /// the report goes to the same directory.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Configurations to compare, comma-separated, or `all`: lc_alone, naive,
+    /// sched_idle, cpuset, cfs_quota, borrow_idle, fixed_budget,
+    /// refresh_budget, dynamic_refresh (lc_alone, the baseline, always runs).
+    #[arg(long, value_name = "LIST")]
+    pub configs: Option<String>,
+    /// Batch kernels, comma-separated, or `all`: loop, matrix, flush, stream
+    /// (default: stream,matrix).
+    #[arg(long, value_name = "LIST")]
+    pub kernels: Option<String>,
+    /// Offered loads in requests per second, comma-separated (each > 0), or
+    /// `auto`: fractions (rps_fractions) of the capacity measured alone.
+    #[arg(long, value_name = "LIST")]
+    pub rps: Option<String>,
+    /// Measured seconds per invocation (warm-up excluded).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Warm-up seconds per invocation (sent, not recorded).
+    #[arg(long, value_name = "SECONDS")]
+    pub warmup: Option<f64>,
+    /// Invocations per point; the table shows medians over them.
+    #[arg(long, value_name = "N")]
+    pub reps: Option<u32>,
+    /// p99 latency SLO in milliseconds, or `auto` (the LC-alone p99 at the
+    /// knee of its latency-vs-load curve).
+    #[arg(long, value_name = "MS")]
+    pub slo_p99_ms: Option<String>,
+    /// Co-running budget of the budget policies in µs, or `auto` (SLO minus
+    /// the LC-alone p99 at each load, as in the paper).
+    #[arg(long, value_name = "US")]
+    pub budget_us: Option<String>,
+    /// TCP port of the LC service on 127.0.0.1 (0 = any free port).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Lane pairing request:batch (e.g. 0:1); default: SMT siblings, else
+    /// consecutive CPUs.
+    #[arg(long, value_name = "SPEC")]
+    pub pairs: Option<String>,
+    /// Use this existing signal page (name in /dev/shm, or a path) instead of
+    /// creating a private one; it must exist.
+    #[arg(long, value_name = "NAME")]
+    pub page: Option<String>,
+    /// Nap backend of the Elfen configurations: spin, futex or hybrid.
+    #[arg(long, value_name = "KIND")]
+    pub nap: Option<String>,
+    /// Seed of the request shuffles and arrival times.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Directory for results/<timestamp>/ (default: results).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Do not write report.md and the plots (the JSON is always written).
+    #[arg(long)]
+    pub no_report: bool,
+    /// No progress line.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the configurations with their definitions and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// (internal) executable to run the batch worker with (default: this one).
+    #[arg(long, hide = true)]
+    pub worker_exe: Option<PathBuf>,
+}
+
+/// Arguments of `elfen report`.
 #[derive(Debug, Args)]
-pub struct BenchArgs {}
+pub struct ReportArgs {
+    /// Result JSON files or directories of them (measured, from `elfen
+    /// bench`, and simulated, from `elfen sim`).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Where to write report.md and the PNGs (default: the directory of the
+    /// first file).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
 
 impl Command {
     /// Runs the subcommand.
     pub fn run(self) -> anyhow::Result<()> {
-        anyhow::bail!("elfen bench is not built yet")
+        match self {
+            Command::Bench(a) => run_bench(a),
+            Command::Report(a) => run_report(a),
+            Command::BenchBatchWorker { args } => {
+                std::process::exit(crate::batch::worker_main(&args))
+            }
+        }
+    }
+}
+
+/// Builds the spec from `--config` and the overrides, validated: every bad
+/// input fails here, before any load is sent.
+pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
+    let mut spec = match &a.config {
+        Some(p) => BenchSpec::load(p)?,
+        None => BenchSpec::default(),
+    };
+    if let Some(s) = &a.configs {
+        spec.configs = config::parse_list(s, &ConfigKind::ALL, str::parse).context("--configs")?;
+    }
+    if let Some(s) = &a.kernels {
+        spec.kernels = config::parse_list(s, &KernelName::ALL, str::parse).context("--kernels")?;
+    }
+    if let Some(s) = &a.rps {
+        spec.rps = config::parse_rps(s)?;
+    }
+    if let Some(v) = a.duration {
+        spec.duration_s = v;
+    }
+    if let Some(v) = a.warmup {
+        spec.warmup_s = v;
+    }
+    if let Some(v) = a.reps {
+        spec.reps = v;
+    }
+    if let Some(s) = &a.slo_p99_ms {
+        spec.slo_p99_ms = Auto::parse(s, "--slo-p99-ms", "milliseconds")?;
+    }
+    if let Some(s) = &a.budget_us {
+        spec.budget_us = Auto::parse(s, "--budget-us", "microseconds")?;
+    }
+    if let Some(v) = a.port {
+        spec.port = v;
+    }
+    if let Some(s) = &a.pairs {
+        spec.pairs = Some(s.clone());
+    }
+    if let Some(s) = &a.page {
+        spec.page = Some(s.clone());
+    }
+    if let Some(s) = &a.nap {
+        spec.batch.nap = s.parse()?;
+    }
+    if let Some(v) = a.seed {
+        spec.seed = v;
+    }
+    if let Some(d) = &a.out_dir {
+        spec.out_dir = d.clone();
+    }
+    spec.normalize();
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// `YYYYmmdd-HHMMSS` (UTC) for `unix_s`.
+pub fn timestamp(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
+    if a.list {
+        println!("configurations ({CONFIG_NAMES}):");
+        for c in ConfigKind::ALL {
+            println!("  {:<16} {}", c.name(), c.definition());
+        }
+        println!("kernels: {KERNEL_NAMES}");
+        return Ok(());
+    }
+    let spec = build_spec(&a)?;
+    let stop = crate::interrupt::install();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let json_path = match &a.json {
+        Some(p) => p.clone(),
+        None => spec.out_dir.join(timestamp(now)).join("bench.json"),
+    };
+    let worker_exe = match &a.worker_exe {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().context("locating the elfen executable")?,
+    };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let out = sweep::run(
+        SweepOptions {
+            spec,
+            command,
+            json_path,
+            worker_exe,
+            progress: !a.quiet,
+        },
+        stop,
+    )?;
+    println!("{}", report::terminal_table(&out.result));
+    let figs = report::figures_text(&out.result);
+    if !figs.is_empty() {
+        println!("The issue's figures:\n{figs}");
+    }
+    for n in &out.notes {
+        println!("note: {n}");
+    }
+    let dir = out
+        .json_path
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    println!("results: {}", out.json_path.display());
+    if !a.no_report {
+        let inputs = vec![report::Input {
+            path: out.json_path.clone(),
+            file: out.result.clone(),
+        }];
+        let (md, notes) = report::write_report(&inputs, &dir)?;
+        for n in notes {
+            println!("note: {n}");
+        }
+        println!("report:  {}", md.display());
+    }
+    if out.interrupted {
+        bail!(
+            "interrupted: kept the {} finished points in {}",
+            out.result.points.len(),
+            out.json_path.display()
+        );
+    }
+    Ok(())
+}
+
+fn run_report(a: ReportArgs) -> anyhow::Result<()> {
+    let inputs = report::load_inputs(&a.files)?;
+    let out = match &a.out {
+        Some(d) => d.clone(),
+        None => {
+            let p = &a.files[0];
+            if p.is_dir() {
+                p.clone()
+            } else {
+                p.parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("."))
+            }
+        }
+    };
+    for i in &inputs {
+        println!("== {}", i.path.display());
+        println!("{}", report::terminal_table(&i.file));
+    }
+    let (md, notes) = report::write_report(&inputs, &out)?;
+    for n in notes {
+        println!("note: {n}");
+    }
+    println!("report: {}", md.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(timestamp(0), "19700101-000000");
+        assert_eq!(timestamp(1_700_000_000), "20231114-221320");
+        assert_eq!(timestamp(951_782_400), "20000229-000000");
+    }
+
+    #[test]
+    fn bad_input_fails_before_any_load() {
+        let bad = |f: &dyn Fn(&mut BenchArgs)| {
+            let mut a = BenchArgs::default();
+            f(&mut a);
+            format!("{:#}", build_spec(&a).unwrap_err())
+        };
+        let e = bad(&|a| a.rps = Some("0".into()));
+        assert!(e.contains("> 0"), "{e}");
+        let e = bad(&|a| a.rps = Some("-100".into()));
+        assert!(e.contains("> 0"), "{e}");
+        let e = bad(&|a| a.configs = Some("naive,borow_idle".into()));
+        assert!(e.contains("borow_idle") && e.contains("borrow_idle"), "{e}");
+        let e = bad(&|a| a.kernels = Some("stream,fft".into()));
+        assert!(e.contains("fft") && e.contains("matrix"), "{e}");
+        let e = bad(&|a| a.slo_p99_ms = Some("10ms".into()));
+        assert!(e.contains("10ms") && e.contains("auto"), "{e}");
+        let e = bad(&|a| a.slo_p99_ms = Some("-3".into()));
+        assert!(e.contains("slo_p99_ms"), "{e}");
+        let e = bad(&|a| a.reps = Some(0));
+        assert!(e.contains("reps"), "{e}");
+        let e = bad(&|a| a.nap = Some("doze".into()));
+        assert!(e.contains("doze"), "{e}");
+        let e = bad(&|a| a.config = Some(PathBuf::from("/nonexistent/x.toml")));
+        assert!(e.contains("/nonexistent/x.toml"), "{e}");
+        let ok = build_spec(&BenchArgs {
+            configs: Some("borrow_idle".into()),
+            rps: Some("100,200".into()),
+            slo_p99_ms: Some("2.5".into()),
+            ..BenchArgs::default()
+        })
+        .unwrap();
+        assert_eq!(
+            ok.configs,
+            vec![ConfigKind::LcAlone, ConfigKind::BorrowIdle]
+        );
+        assert_eq!(ok.slo_p99_ms, Auto::Value(2.5));
     }
 }

@@ -1,0 +1,440 @@
+//! The **open-loop load generator**.
+//!
+//! - Arrivals are Poisson: exponential inter-arrival times at the target
+//!   rate ([`poisson_offsets`]), computed before the invocation starts, so
+//!   every request has an *intended* send time independent of how the
+//!   server behaves.
+//! - The sender sends each request at its intended time, or at once if it
+//!   is late (it never waits for responses: open loop).
+//! - Latency is measured from the **intended** send time to the arrival of
+//!   the response ([`Accounting`]), so a stall — of the server, the network
+//!   or the sender itself — shows up as latency for every request that was
+//!   due during it (no coordinated omission). Requests intended during the
+//!   warm-up are sent but not recorded; requests never answered by the end
+//!   of the drain count as errors *and* are recorded with the latency they
+//!   had reached by then.
+//!
+//! Time comes through the [`Clock`] trait so the tests can drive the sender
+//! and the accounting with a fake clock.
+
+use hdrhistogram::Histogram;
+use rand::Rng;
+use rand_distr::{Distribution, Exp};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// A monotonic clock in nanoseconds that can sleep until a deadline.
+pub trait Clock: Send + Sync {
+    /// Now, ns.
+    fn now_ns(&self) -> u64;
+    /// Sleeps until `deadline_ns` (returns at once if it has passed).
+    fn sleep_until_ns(&self, deadline_ns: u64);
+}
+
+/// `CLOCK_MONOTONIC`, with absolute `clock_nanosleep`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MonoClock;
+
+/// `CLOCK_MONOTONIC` now, ns.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Clock for MonoClock {
+    fn now_ns(&self) -> u64 {
+        mono_ns()
+    }
+    fn sleep_until_ns(&self, deadline_ns: u64) {
+        let ts = libc::timespec {
+            tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+        };
+        loop {
+            // SAFETY: absolute sleep on CLOCK_MONOTONIC; `ts` outlives the call.
+            let rc = unsafe {
+                libc::clock_nanosleep(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TIMER_ABSTIME,
+                    &ts,
+                    std::ptr::null_mut(),
+                )
+            };
+            if rc != libc::EINTR {
+                return;
+            }
+        }
+    }
+}
+
+/// A clock the tests move by hand: sleeping jumps to the deadline.
+#[derive(Debug, Default)]
+pub struct FakeClock {
+    now: AtomicU64,
+}
+
+impl FakeClock {
+    /// A fake clock at `ns`.
+    pub fn at(ns: u64) -> FakeClock {
+        FakeClock {
+            now: AtomicU64::new(ns),
+        }
+    }
+    /// Moves the clock forward by `ns`.
+    pub fn advance(&self, ns: u64) {
+        self.now.fetch_add(ns, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FakeClock {
+    fn now_ns(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
+    }
+    fn sleep_until_ns(&self, deadline_ns: u64) {
+        self.now.fetch_max(deadline_ns, Ordering::SeqCst);
+    }
+}
+
+/// Intended send offsets (ns from the start) of a Poisson process at `rps`
+/// over `span_ns`: cumulative sums of exponential inter-arrival times.
+pub fn poisson_offsets(rps: f64, span_ns: u64, rng: &mut impl Rng) -> Vec<u64> {
+    let exp = Exp::new(rps / 1e9).expect("rps > 0 was validated");
+    let mut out = Vec::with_capacity((rps * span_ns as f64 / 1e9 * 1.1) as usize + 16);
+    let mut t = 0f64;
+    loop {
+        t += exp.sample(rng);
+        if t >= span_ns as f64 {
+            return out;
+        }
+        out.push(t as u64);
+    }
+}
+
+/// Sends request `i` at `t0 + offsets[i]` for every `i` (late requests at
+/// once), until done or `stop` is set. Returns how many were sent; stops
+/// early if `send` fails (returning the error).
+pub fn run_sender<C: Clock + ?Sized>(
+    clock: &C,
+    t0_ns: u64,
+    offsets: &[u64],
+    stop: &AtomicBool,
+    mut send: impl FnMut(usize) -> std::io::Result<()>,
+) -> (usize, Option<std::io::Error>) {
+    for (i, &off) in offsets.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            return (i, None);
+        }
+        let due = t0_ns + off;
+        if clock.now_ns() < due {
+            clock.sleep_until_ns(due);
+        }
+        if let Err(e) = send(i) {
+            return (i, Some(e));
+        }
+    }
+    (offsets.len(), None)
+}
+
+/// A latency histogram in nanoseconds (1 ns .. 1 hour, 3 significant digits).
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds")
+}
+
+/// Latency accounting from intended send times.
+#[derive(Debug)]
+pub struct Accounting {
+    t0_ns: u64,
+    offsets: Vec<u64>,
+    warmup_ns: u64,
+    answered: Vec<bool>,
+    hist: Histogram<u64>,
+    recorded: u64,
+    duplicates: u64,
+}
+
+/// What an invocation's accounting found.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Latencies (ns) of the measured requests, answered or not.
+    pub hist: Histogram<u64>,
+    /// Measured requests answered.
+    pub requests: u64,
+    /// Measured requests never answered (recorded with the latency reached
+    /// at the end), plus responses for unknown or repeated ids.
+    pub errors: u64,
+}
+
+impl Accounting {
+    /// Accounting for requests intended at `t0_ns + offsets[i]`; those
+    /// intended before `t0_ns + warmup_ns` are not recorded.
+    pub fn new(t0_ns: u64, offsets: Vec<u64>, warmup_ns: u64) -> Accounting {
+        let n = offsets.len();
+        Accounting {
+            t0_ns,
+            offsets,
+            warmup_ns,
+            answered: vec![false; n],
+            hist: new_histogram(),
+            recorded: 0,
+            duplicates: 0,
+        }
+    }
+
+    /// Whether request `id` is in the measured window.
+    pub fn measured(&self, id: usize) -> bool {
+        self.offsets.get(id).is_some_and(|&o| o >= self.warmup_ns)
+    }
+
+    /// Records the response to request `id` arriving at `now_ns`; returns
+    /// its latency (ns) if it is measured.
+    pub fn on_response(&mut self, id: usize, now_ns: u64) -> Option<u64> {
+        let Some(&off) = self.offsets.get(id) else {
+            self.duplicates += 1;
+            return None;
+        };
+        if std::mem::replace(&mut self.answered[id], true) {
+            self.duplicates += 1;
+            return None;
+        }
+        if off < self.warmup_ns {
+            return None;
+        }
+        let lat = now_ns.saturating_sub(self.t0_ns + off).max(1);
+        self.hist.saturating_record(lat);
+        self.recorded += 1;
+        Some(lat)
+    }
+
+    /// Whether every request has been answered.
+    pub fn all_answered(&self) -> bool {
+        self.answered.iter().all(|&a| a)
+    }
+
+    /// Ends the accounting at `now_ns`: each measured request still
+    /// unanswered is an error and is recorded with latency `now − intended`.
+    pub fn finish(mut self, now_ns: u64) -> Outcome {
+        let mut missing = 0;
+        for (i, &off) in self.offsets.iter().enumerate() {
+            if off >= self.warmup_ns && !self.answered[i] {
+                missing += 1;
+                self.hist
+                    .saturating_record(now_ns.saturating_sub(self.t0_ns + off).max(1));
+            }
+        }
+        Outcome {
+            hist: self.hist,
+            requests: self.recorded,
+            errors: missing + self.duplicates,
+        }
+    }
+}
+
+/// p50/p95/p99/p99.9/max/mean of a ns histogram, in µs.
+pub fn percentiles_us(h: &Histogram<u64>) -> elfen_results::Percentiles {
+    let q = |x: f64| h.value_at_quantile(x) as f64 / 1e3;
+    if h.is_empty() {
+        return elfen_results::Percentiles {
+            p50: 0.0,
+            p95: 0.0,
+            p99: 0.0,
+            p999: 0.0,
+            max: 0.0,
+            mean: 0.0,
+        };
+    }
+    elfen_results::Percentiles {
+        p50: q(0.5),
+        p95: q(0.95),
+        p99: q(0.99),
+        p999: q(0.999),
+        max: h.max() as f64 / 1e3,
+        mean: h.mean() / 1e3,
+    }
+}
+
+/// A histogram as HdrHistogram V2 + DEFLATE, base64 (the `Rep.histogram`
+/// field; `hdrhistogram`'s own tools read it back).
+pub fn encode_histogram(h: &Histogram<u64>) -> Option<String> {
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut buf).ok()?;
+    Some(base64(&buf))
+}
+
+/// Standard base64 with padding.
+pub fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        s.push(T[(n >> 18) as usize & 63] as char);
+        s.push(T[(n >> 12) as usize & 63] as char);
+        s.push(if c.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        s.push(if c.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    #[test]
+    fn poisson_arrivals_have_the_right_statistics() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let rps = 1000.0;
+        let span = 100_000_000_000u64; // 100 s
+        let o = poisson_offsets(rps, span, &mut rng);
+        let n = o.len() as f64;
+        // count: Poisson(100000), sd 316
+        assert!((n - 100_000.0).abs() < 1500.0, "count {n}");
+        assert!(o.windows(2).all(|w| w[0] <= w[1]) && *o.last().unwrap() < span);
+        // exponential gaps: mean 1 ms, coefficient of variation 1
+        let gaps: Vec<f64> = o.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        assert!((mean / 1e6 - 1.0).abs() < 0.02, "mean gap {mean}");
+        assert!((sd / mean - 1.0).abs() < 0.03, "cv {}", sd / mean);
+        // counts in 10 ms windows: mean 10 and variance 10 (Poisson)
+        let mut counts = vec![0f64; (span / 10_000_000) as usize];
+        for &t in &o {
+            counts[(t / 10_000_000) as usize] += 1.0;
+        }
+        let m = counts.iter().sum::<f64>() / counts.len() as f64;
+        let var = counts.iter().map(|c| (c - m).powi(2)).sum::<f64>() / counts.len() as f64;
+        assert!(
+            (var / m - 1.0).abs() < 0.1,
+            "index of dispersion {}",
+            var / m
+        );
+    }
+
+    #[test]
+    fn a_stalled_server_shows_up_as_latency_for_every_queued_request() {
+        // 100 requests intended every 1 ms from t0 = 1 s; the first 10 are
+        // warm-up. The server answers each 100 µs after it is sent, except
+        // that it stalls from 30 ms to 80 ms, then drains its queue at 100 µs
+        // per request.
+        let clock = FakeClock::at(1_000_000_000);
+        let t0 = clock.now_ns();
+        let offsets: Vec<u64> = (0..100).map(|i| i * 1_000_000).collect();
+        let mut acc = Accounting::new(t0, offsets.clone(), 10_000_000);
+        let stop = AtomicBool::new(false);
+        let mut sent_at = Vec::new();
+        let (n, err) = run_sender(&clock, t0, &offsets, &stop, |i| {
+            sent_at.push((i, clock.now_ns()));
+            Ok(())
+        });
+        assert_eq!((n, err.is_none()), (100, true));
+        let mut server_free = 0u64;
+        let mut lat_ms = Vec::new();
+        for (i, sent) in sent_at {
+            let mut start = sent.max(server_free);
+            if (t0 + 30_000_000..t0 + 80_000_000).contains(&start) {
+                start = t0 + 80_000_000;
+            }
+            let done = start + 100_000;
+            server_free = done;
+            if let Some(l) = acc.on_response(i, done) {
+                lat_ms.push((i, l as f64 / 1e6));
+            }
+        }
+        for &(i, l) in &lat_ms {
+            let intended = i as f64;
+            if (30.0..80.0).contains(&intended) {
+                // every request due during the stall waited for its end
+                assert!(l >= 80.0 - intended, "request {i}: {l} ms");
+            } else if intended >= 80.0 + 6.0 {
+                // long after the stall, back to the 100 µs service time
+                assert!(l < 0.2, "request {i}: {l} ms");
+            }
+        }
+        let out = acc.finish(clock.now_ns());
+        assert_eq!(out.requests, 90, "warm-up excluded");
+        assert_eq!(out.errors, 0);
+        let p = percentiles_us(&out.hist);
+        assert!(p.max >= 49_900.0 && p.max <= 50_200.0, "max {}", p.max);
+        assert!(p.p50 > 100.0, "the stall is not hidden: {}", p.p50);
+    }
+
+    #[test]
+    fn a_stalled_sender_does_not_hide_latency() {
+        // The sender itself stalls 20 ms at request 5: later requests go out
+        // late, and their latency counts from when they were due.
+        let clock = FakeClock::at(0);
+        let offsets: Vec<u64> = (0..20).map(|i| i * 1_000_000).collect();
+        let mut acc = Accounting::new(0, offsets.clone(), 0);
+        let stop = AtomicBool::new(false);
+        let (n, _) = run_sender(&clock, 0, &offsets, &stop, |i| {
+            if i == 5 {
+                clock.advance(20_000_000);
+            }
+            // answered the moment it is sent
+            acc.on_response(i, clock.now_ns());
+            Ok(())
+        });
+        assert_eq!(n, 20);
+        let out = acc.finish(clock.now_ns());
+        // requests 6..=19 were due at 6..19 ms but sent at 25 ms: 19 ms .. 6 ms late
+        let p = percentiles_us(&out.hist);
+        assert!(p.max >= 18_900.0, "max {}", p.max);
+    }
+
+    #[test]
+    fn unanswered_requests_are_errors_with_latency() {
+        let offsets = vec![0, 1_000, 2_000, 3_000];
+        let mut acc = Accounting::new(100, offsets, 1_500);
+        assert!(acc.on_response(0, 200).is_none(), "warm-up");
+        assert_eq!(acc.on_response(2, 2_600), Some(500));
+        assert!(acc.on_response(2, 2_700).is_none(), "duplicate");
+        assert!(acc.on_response(9, 2_700).is_none(), "unknown id");
+        assert!(!acc.all_answered());
+        let out = acc.finish(10_100);
+        assert_eq!(out.requests, 1);
+        assert_eq!(out.errors, 1 + 2, "request 3 missing, 2 bad responses");
+        assert_eq!(out.hist.len(), 2);
+        assert!(out.hist.max() >= 6_990, "request 3 waited 7 us by the end");
+    }
+
+    #[test]
+    fn stop_ends_the_sender() {
+        let clock = FakeClock::at(0);
+        let stop = AtomicBool::new(false);
+        let (n, _) = run_sender(&clock, 0, &[0, 10, 20], &stop, |i| {
+            if i == 1 {
+                stop.store(true, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+        assert_eq!(n, 2);
+        let (n, e) = run_sender(&clock, 0, &[0, 10], &AtomicBool::new(false), |_| {
+            Err(std::io::Error::other("boom"))
+        });
+        assert_eq!((n, e.unwrap().to_string()), (0, "boom".to_string()));
+    }
+
+    #[test]
+    fn histograms_encode() {
+        assert_eq!(base64(b"Man"), "TWFu");
+        assert_eq!(base64(b"Ma"), "TWE=");
+        assert_eq!(base64(b"M"), "TQ==");
+        let mut h = new_histogram();
+        h.record(1234).unwrap();
+        assert!(encode_histogram(&h).unwrap().len() > 8);
+    }
+}

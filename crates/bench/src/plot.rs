@@ -1,0 +1,638 @@
+//! PNG plots with `plotters` (bitmap backend; text through `ab_glyph`, a
+//! pure-Rust rasterizer, from a TrueType font on disk: DejaVu Sans from the
+//! Debian package `fonts-dejavu-core`, listed in `scripts/deps/bench.apt`,
+//! or `$ELFEN_FONT`). Measured series are solid, simulated ones dashed.
+//! Log axes are drawn by plotting `log10` of the values with labels
+//! formatted back.
+
+use crate::report::{Input, ORDER, configs, kernels, loads, point, slo_us};
+use elfen_results::{Distribution, Source};
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// Where fonts are looked for, in order (after `$ELFEN_FONT`).
+pub const FONT_CANDIDATES: [&str; 4] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+type PlotResult<T> = std::result::Result<T, String>;
+
+fn register_font() -> PlotResult<()> {
+    static DONE: OnceLock<PlotResult<()>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let mut candidates: Vec<String> = Vec::new();
+        if let Ok(f) = std::env::var("ELFEN_FONT") {
+            candidates.push(f);
+        }
+        candidates.extend(FONT_CANDIDATES.iter().map(|s| s.to_string()));
+        for c in &candidates {
+            if let Ok(bytes) = std::fs::read(c) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        Err(format!(
+            "no TrueType font found (looked at $ELFEN_FONT and {}); install the Debian package \
+             fonts-dejavu-core (scripts/deps/bench.apt)",
+            FONT_CANDIDATES.join(", ")
+        ))
+    })
+    .clone()
+}
+
+fn color_of(config: &str) -> RGBColor {
+    match config {
+        "lc_alone" => RGBColor(0, 0, 0),
+        "naive" => RGBColor(214, 39, 40),
+        "sched_idle" => RGBColor(255, 127, 14),
+        "cpuset" => RGBColor(140, 86, 75),
+        "cfs_quota" => RGBColor(148, 103, 189),
+        "borrow_idle" => RGBColor(31, 119, 180),
+        "fixed_budget" => RGBColor(44, 160, 44),
+        "refresh_budget" => RGBColor(23, 190, 207),
+        "dynamic_refresh" => RGBColor(227, 119, 194),
+        "p50" => RGBColor(44, 160, 44),
+        "p95" => RGBColor(31, 119, 180),
+        "p99" => RGBColor(214, 39, 40),
+        _ => {
+            let h = config
+                .bytes()
+                .fold(7u32, |a, b| a.wrapping_mul(31).wrapping_add(b.into()));
+            RGBColor((h % 200) as u8, (h / 7 % 200) as u8, (h / 49 % 200) as u8)
+        }
+    }
+}
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend label.
+    pub label: String,
+    /// Colour.
+    pub color: RGBColor,
+    /// Dashed (simulated).
+    pub dashed: bool,
+    /// Points `(x, y)`.
+    pub points: Vec<(f64, f64)>,
+}
+
+fn fmt_num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A chart's axes.
+struct Axes<'a> {
+    title: &'a str,
+    x: &'a str,
+    y: &'a str,
+    log_x: bool,
+    log_y: bool,
+}
+
+fn tr(v: f64, log: bool) -> f64 {
+    if log { v.max(1e-9).log10() } else { v }
+}
+
+fn draw_lines<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    axes: &Axes,
+    series: &[Series],
+    hline: Option<(f64, String)>,
+) -> PlotResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    let pts = series.iter().flat_map(|s| s.points.iter().copied());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in pts.chain(hline.iter().map(|h| (f64::NAN, h.0))) {
+        if x.is_finite() {
+            x0 = x0.min(tr(x, axes.log_x));
+            x1 = x1.max(tr(x, axes.log_x));
+        }
+        if y.is_finite() && (!axes.log_y || y > 0.0) {
+            y0 = y0.min(tr(y, axes.log_y));
+            y1 = y1.max(tr(y, axes.log_y));
+        }
+    }
+    if x0 > x1 || y0 > y1 {
+        return Ok(());
+    }
+    let padx = ((x1 - x0) * 0.05).max(if axes.log_x { 0.05 } else { 1e-6 });
+    let pady = ((y1 - y0) * 0.08).max(if axes.log_y { 0.05 } else { 1e-3 });
+    let (x0, x1) = (x0 - padx, x1 + padx);
+    let (y0, y1) = if axes.log_y {
+        (y0 - pady, y1 + pady)
+    } else {
+        ((y0 - pady).min(0.0), y1 + pady)
+    };
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let mut chart = ChartBuilder::on(area)
+        .caption(axes.title, ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|x| e(&x))?;
+    let (lx, ly) = (axes.log_x, axes.log_y);
+    let xf = move |v: &f64| fmt_num(if lx { 10f64.powf(*v) } else { *v });
+    let yf = move |v: &f64| fmt_num(if ly { 10f64.powf(*v) } else { *v });
+    chart
+        .configure_mesh()
+        .x_desc(axes.x)
+        .y_desc(axes.y)
+        .x_label_formatter(&xf)
+        .y_label_formatter(&yf)
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(|x| e(&x))?;
+    for s in series {
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter(|p| p.0.is_finite() && p.1.is_finite() && (!ly || p.1 > 0.0))
+            .map(|&(x, y)| (tr(x, lx), tr(y, ly)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let style = s.color.stroke_width(2);
+        let c = s.color;
+        if s.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
+                .map_err(|x| e(&x))?
+                .label(&s.label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(1))
+                });
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), style))
+                .map_err(|x| e(&x))?
+                .label(&s.label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+            .map_err(|x| e(&x))?;
+    }
+    if let Some((v, label)) = hline {
+        let y = tr(v, ly);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x0, y), (x1, y)],
+                4,
+                4,
+                RGBColor(120, 120, 120).stroke_width(1),
+            ))
+            .map_err(|x| e(&x))?
+            .label(label)
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(120, 120, 120)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(|x| e(&x))?;
+    Ok(())
+}
+
+fn save_lines(
+    path: &Path,
+    axes: &Axes,
+    series: &[Series],
+    hline: Option<(f64, String)>,
+) -> PlotResult<()> {
+    let root = BitMapBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| x.to_string())?;
+    draw_lines(&root, axes, series, hline)?;
+    root.present().map_err(|x| x.to_string())
+}
+
+fn tag(i: &Input, many: bool) -> String {
+    let src = match i.file.source {
+        Source::Measured => "",
+        Source::Simulated => " (sim)",
+    };
+    if many {
+        let stem = i
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        format!("{src} [{stem}]")
+    } else {
+        src.to_string()
+    }
+}
+
+fn series_for(
+    inputs: &[Input],
+    kernel: Option<&str>,
+    metric: &dyn Fn(&elfen_results::Point) -> Option<f64>,
+    with_lc_alone: bool,
+) -> Vec<Series> {
+    let many = inputs
+        .iter()
+        .filter(|i| i.file.source == Source::Measured)
+        .count()
+        > 1
+        || inputs
+            .iter()
+            .filter(|i| i.file.source == Source::Simulated)
+            .count()
+            > 1;
+    let mut out = Vec::new();
+    for i in inputs {
+        let f = &i.file;
+        for c in configs(f) {
+            if c == "lc_alone" && !with_lc_alone {
+                continue;
+            }
+            let k = if c == "lc_alone" { None } else { kernel };
+            if c != "lc_alone" && kernel.is_none() {
+                continue;
+            }
+            let points: Vec<(f64, f64)> = loads(f)
+                .into_iter()
+                .filter_map(|r| point(f, &c, k, r).and_then(metric).map(|v| (r, v)))
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            out.push(Series {
+                label: format!("{c}{}", tag(i, many)),
+                color: color_of(&c),
+                dashed: f.source == Source::Simulated,
+                points,
+            });
+        }
+    }
+    out.sort_by_key(|s| {
+        let c = s.label.split([' ', '[']).next().unwrap_or("").to_string();
+        ORDER.iter().position(|o| *o == c).unwrap_or(ORDER.len())
+    });
+    out
+}
+
+fn med(p: &elfen_results::Point, lat: bool, key: &str) -> Option<f64> {
+    let m = if lat {
+        p.summary.latency_us.get(key)
+    } else {
+        p.summary.utilization.get(key)
+    };
+    m.map(|s| s.median).filter(|v| v.is_finite())
+}
+
+/// Draws every plot into `out_dir`; returns `(title, file name)` pairs.
+pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, String)>> {
+    register_font()?;
+    let mut out = Vec::new();
+    let first = inputs
+        .iter()
+        .find(|i| i.file.source == Source::Measured)
+        .or(inputs.first())
+        .map(|i| &i.file);
+
+    // Figure 1: demand.
+    if let Some(d) = inputs
+        .iter()
+        .find_map(|i| i.file.distributions.get("demand"))
+    {
+        let name = "demand.png";
+        demand_plot(&out_dir.join(name), d)?;
+        out.push((
+            "Figure 1 — LC request demand, measured alone".to_string(),
+            name.to_string(),
+        ));
+    }
+
+    // Figure 2: LC alone percentiles and utilization.
+    {
+        let name = "lc_alone.png";
+        let path = out_dir.join(name);
+        let root = BitMapBackend::new(&path, (960, 900)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| x.to_string())?;
+        let (top, bottom) = root.split_vertically(560);
+        let mut lat = Vec::new();
+        let mut util = Vec::new();
+        for i in inputs {
+            let f = &i.file;
+            let sim = f.source == Source::Simulated;
+            for key in ["p50", "p95", "p99"] {
+                let pts: Vec<(f64, f64)> = loads(f)
+                    .into_iter()
+                    .filter_map(|r| {
+                        point(f, "lc_alone", None, r)
+                            .and_then(|p| med(p, true, key))
+                            .map(|v| (r, v / 1e3))
+                    })
+                    .collect();
+                if !pts.is_empty() {
+                    lat.push(Series {
+                        label: format!("{key}{}", if sim { " (sim)" } else { "" }),
+                        color: color_of(key),
+                        dashed: sim,
+                        points: pts,
+                    });
+                }
+            }
+            let pts: Vec<(f64, f64)> = loads(f)
+                .into_iter()
+                .filter_map(|r| {
+                    point(f, "lc_alone", None, r)
+                        .and_then(|p| med(p, false, "lc"))
+                        .map(|v| (r, v))
+                })
+                .collect();
+            if !pts.is_empty() {
+                util.push(Series {
+                    label: format!("utilization{}", if sim { " (sim)" } else { "" }),
+                    color: color_of("lc_alone"),
+                    dashed: sim,
+                    points: pts,
+                });
+            }
+        }
+        let slo = first.and_then(slo_us).map(|v| (v / 1e3, "SLO".to_string()));
+        draw_lines(
+            &top,
+            &Axes {
+                title: "LC alone: latency percentiles vs load (Figure 2)",
+                x: "requests per second",
+                y: "latency (ms, log)",
+                log_x: false,
+                log_y: true,
+            },
+            &lat,
+            slo,
+        )?;
+        draw_lines(
+            &bottom,
+            &Axes {
+                title: "LC alone: utilization (1 lane = 1.0)",
+                x: "requests per second",
+                y: "utilization",
+                log_x: false,
+                log_y: false,
+            },
+            &util,
+            None,
+        )?;
+        root.present().map_err(|x| x.to_string())?;
+        out.push((
+            "Figure 2 — LC alone: latency percentiles and utilization vs load".into(),
+            name.into(),
+        ));
+    }
+
+    // Figures 10/11 and 12, per kernel.
+    let mut ks: Vec<String> = Vec::new();
+    for i in inputs {
+        for k in kernels(&i.file) {
+            if !ks.contains(&k) {
+                ks.push(k);
+            }
+        }
+    }
+    for k in &ks {
+        let slo = first.and_then(slo_us).map(|v| (v / 1e3, "SLO".to_string()));
+        let s = series_for(
+            inputs,
+            Some(k),
+            &|p| med(p, true, "p99").map(|v| v / 1e3),
+            true,
+        );
+        let name = format!("latency_{k}.png");
+        save_lines(
+            &out_dir.join(&name),
+            &Axes {
+                title: &format!("p99 latency vs load, batch = {k} (Figures 10, 11)"),
+                x: "requests per second",
+                y: "p99 latency (ms, log)",
+                log_x: false,
+                log_y: true,
+            },
+            &s,
+            slo,
+        )?;
+        out.push((format!("p99 latency vs load — {k}"), name));
+
+        let s = series_for(inputs, Some(k), &|p| med(p, false, "total"), true);
+        let name = format!("utilization_{k}.png");
+        save_lines(
+            &out_dir.join(&name),
+            &Axes {
+                title: &format!("total utilization (LC + batch) vs load, batch = {k}"),
+                x: "requests per second",
+                y: "utilization (1 lane = 1.0)",
+                log_x: false,
+                log_y: false,
+            },
+            &s,
+            None,
+        )?;
+        out.push((
+            format!("Utilization vs load — {k} (Figures 10, 11 bottom)"),
+            name,
+        ));
+
+        let s = series_for(
+            inputs,
+            Some(k),
+            &|p| p.summary.batch_progress.map(|s| s.median),
+            false,
+        );
+        if !s.is_empty() {
+            let name = format!("progress_{k}.png");
+            save_lines(
+                &out_dir.join(&name),
+                &Axes {
+                    title: &format!(
+                        "batch progress vs load, {k} (relative to {k} alone; Figure 12)"
+                    ),
+                    x: "requests per second",
+                    y: "work rate / alone",
+                    log_x: false,
+                    log_y: false,
+                },
+                &s,
+                None,
+            )?;
+            out.push((format!("Batch progress vs load — {k} (Figure 12)"), name));
+        }
+    }
+
+    // Figure 5: idle periods of the request lane, LC alone.
+    if let Some(f) = first {
+        let mut s = Vec::new();
+        let n = loads(f).len().max(1);
+        for (j, r) in loads(f).into_iter().enumerate() {
+            let Some(d) =
+                point(f, "lc_alone", None, r).and_then(|p| p.distributions.get("idle_periods"))
+            else {
+                continue;
+            };
+            let pts = cumulative_time(d);
+            if pts.is_empty() {
+                continue;
+            }
+            let g = (40 + 170 * j / n) as u8;
+            s.push(Series {
+                label: format!("{r:.0} rps"),
+                color: RGBColor(g / 3, g / 2, g),
+                dashed: false,
+                points: pts,
+            });
+        }
+        if !s.is_empty() {
+            let name = "idle_periods.png";
+            save_lines(
+                &out_dir.join(name),
+                &Axes {
+                    title: "request-lane idle periods, LC alone: cumulative fraction of idle time (Figure 5)",
+                    x: "idle period length (µs, log)",
+                    y: "fraction of idle time in periods <= x",
+                    log_x: true,
+                    log_y: false,
+                },
+                &s,
+                None,
+            )?;
+            out.push((
+                "Figure 5 — request-lane idle periods (LC alone)".into(),
+                name.into(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// `(upper bucket edge, cumulative fraction of the summed values)`: the
+/// fraction of all idle *time* spent in periods up to each length.
+pub fn cumulative_time(d: &Distribution) -> Vec<(f64, f64)> {
+    let total: f64 = d.sums.iter().sum();
+    if total <= 0.0 || d.sums.len() != d.counts.len() {
+        return Vec::new();
+    }
+    let mut acc = 0.0;
+    let mut out = Vec::new();
+    for (i, s) in d.sums.iter().enumerate() {
+        acc += s;
+        if d.counts[i] > 0 || (acc > 0.0 && acc < total) {
+            out.push((d.edges[i + 1], acc / total));
+        }
+    }
+    out
+}
+
+fn demand_plot(path: &Path, d: &Distribution) -> PlotResult<()> {
+    let total = d.total() as f64;
+    if total == 0.0 {
+        return Ok(());
+    }
+    let first = d.counts.iter().position(|&c| c > 0).unwrap_or(0);
+    let last = d.counts.iter().rposition(|&c| c > 0).unwrap_or(0);
+    let x0 = d.edges[first].max(1e-3).log10();
+    let x1 = d.edges[last + 1].log10();
+    let ymax = d
+        .counts
+        .iter()
+        .map(|&c| c as f64 / total)
+        .fold(0.0, f64::max)
+        * 1.1;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let root = BitMapBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "LC request demand alone (Figure 1): fraction per bucket and CDF",
+            ("sans-serif", 20),
+        )
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, 0.0..ymax)
+        .map_err(|x| e(&x))?
+        .set_secondary_coord(x0..x1, 0.0..1.0);
+    chart
+        .configure_mesh()
+        .x_desc("service time alone (µs, log)")
+        .y_desc("fraction of requests")
+        .x_label_formatter(&|v| fmt_num(10f64.powf(*v)))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("cumulative fraction")
+        .draw()
+        .map_err(|x| e(&x))?;
+    let blue = RGBColor(31, 119, 180);
+    chart
+        .draw_series((first..=last).map(|i| {
+            let (a, b) = (d.edges[i].max(1e-3).log10(), d.edges[i + 1].log10());
+            Rectangle::new(
+                [(a, 0.0), (b, d.counts[i] as f64 / total)],
+                blue.mix(0.7).filled(),
+            )
+        }))
+        .map_err(|x| e(&x))?;
+    let mut acc = 0.0;
+    let cdf: Vec<(f64, f64)> = (first..=last)
+        .map(|i| {
+            acc += d.counts[i] as f64 / total;
+            (d.edges[i + 1].log10(), acc)
+        })
+        .collect();
+    chart
+        .draw_secondary_series(LineSeries::new(cdf, RGBColor(214, 39, 40).stroke_width(2)))
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cumulative_idle_time() {
+        let mut d = Distribution::log_buckets("us", 1.0, 1000.0, 1);
+        d.record(5.0);
+        d.record(500.0);
+        let c = cumulative_time(&d);
+        assert_eq!(c.len(), 3);
+        assert!((c[0].1 - 5.0 / 505.0).abs() < 1e-9);
+        assert!((c.last().unwrap().1 - 1.0).abs() < 1e-9);
+        assert!(cumulative_time(&Distribution::log_buckets("us", 1.0, 10.0, 1)).is_empty());
+    }
+
+    #[test]
+    fn log_labels_format() {
+        assert_eq!(fmt_num(1234.0), "1234");
+        assert_eq!(fmt_num(0.5), "0.500");
+        assert_eq!(fmt_num(12.0), "12.0");
+    }
+}

@@ -1,0 +1,744 @@
+//! **Reports** from result files alone (no re-run): the side-by-side table
+//! (terminal and Markdown) with ratios to LC alone, the check of the
+//! issue's figures, and `report.md` with the PNG plots of [`crate::plot`].
+//! Simulated result files (`source: simulated`, written by `elfen sim`) are
+//! read the same way and drawn dashed next to measured ones.
+//!
+//! Ratios follow resctl-bench: `p99 / base` against LC alone at the same
+//! load, and **latency impact** `max(p99 / base − 1, 0)`.
+
+use crate::error::Result;
+use elfen_results::{Point, ResultFile, Source};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The configuration order of tables and plots (unknown names after).
+pub const ORDER: [&str; 9] = [
+    "lc_alone",
+    "naive",
+    "sched_idle",
+    "cpuset",
+    "cfs_quota",
+    "borrow_idle",
+    "fixed_budget",
+    "refresh_budget",
+    "dynamic_refresh",
+];
+
+fn order_key(c: &str) -> (usize, String) {
+    (
+        ORDER.iter().position(|o| *o == c).unwrap_or(ORDER.len()),
+        c.to_string(),
+    )
+}
+
+/// The SLO of a file, µs (from any point's summary).
+pub fn slo_us(f: &ResultFile) -> Option<f64> {
+    f.points.iter().find_map(|p| p.summary.slo_p99_us)
+}
+
+/// The batch kernels of a file, in first-seen order.
+pub fn kernels(f: &ResultFile) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for p in &f.points {
+        if let Some(b) = &p.batch {
+            if !v.contains(b) {
+                v.push(b.clone());
+            }
+        }
+    }
+    v
+}
+
+/// The configurations of a file, in [`ORDER`].
+pub fn configs(f: &ResultFile) -> Vec<String> {
+    let set: BTreeSet<(usize, String)> = f.points.iter().map(|p| order_key(&p.config)).collect();
+    set.into_iter().map(|(_, c)| c).collect()
+}
+
+/// The loads of a file, ascending.
+pub fn loads(f: &ResultFile) -> Vec<f64> {
+    let mut v: Vec<f64> = f.points.iter().map(|p| p.rps_target).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// The point of `config` (with `kernel`, or none for `lc_alone`) at `rps`.
+pub fn point<'a>(
+    f: &'a ResultFile,
+    config: &str,
+    kernel: Option<&str>,
+    rps: f64,
+) -> Option<&'a Point> {
+    f.points.iter().find(|p| {
+        p.config == config
+            && p.rps_target == rps
+            && (p.batch.as_deref() == kernel || (config == "lc_alone" && p.batch.is_none()))
+    })
+}
+
+fn med(p: &Point, group: &str, key: &str) -> f64 {
+    let m = match group {
+        "lat" => p.summary.latency_us.get(key),
+        _ => p.summary.utilization.get(key),
+    };
+    m.map(|s| s.median).unwrap_or(f64::NAN)
+}
+
+/// One row of the side-by-side table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Load.
+    pub rps: f64,
+    /// Configuration.
+    pub config: String,
+    /// p50, p99, p99.9 latency, µs (medians over reps).
+    pub p50_us: f64,
+    /// p99.
+    pub p99_us: f64,
+    /// p99.9.
+    pub p999_us: f64,
+    /// p99 / LC alone's p99 at this load.
+    pub p99_ratio: Option<f64>,
+    /// `max(p99 / base − 1, 0)`.
+    pub impact: Option<f64>,
+    /// Utilization: LC, batch, total.
+    pub util: (f64, f64, f64),
+    /// Batch progress relative to alone.
+    pub progress: Option<f64>,
+    /// Naps per second.
+    pub naps_per_s: Option<f64>,
+    /// SLO met.
+    pub slo_met: Option<bool>,
+}
+
+/// The rows for `kernel`: per load, LC alone then each batch configuration.
+pub fn rows(f: &ResultFile, kernel: &str) -> Vec<Row> {
+    let mut out = Vec::new();
+    for rps in loads(f) {
+        let base = point(f, "lc_alone", None, rps).map(|p| med(p, "lat", "p99"));
+        for c in configs(f) {
+            let k = if c == "lc_alone" { None } else { Some(kernel) };
+            let Some(p) = point(f, &c, k, rps) else {
+                continue;
+            };
+            let p99 = med(p, "lat", "p99");
+            let ratio = base.filter(|b| *b > 0.0).map(|b| p99 / b);
+            out.push(Row {
+                rps,
+                config: c.clone(),
+                p50_us: med(p, "lat", "p50"),
+                p99_us: p99,
+                p999_us: med(p, "lat", "p999"),
+                p99_ratio: ratio,
+                impact: ratio.map(|r| (r - 1.0).max(0.0)),
+                util: (
+                    med(p, "util", "lc"),
+                    med(p, "util", "batch"),
+                    med(p, "util", "total"),
+                ),
+                progress: p.summary.batch_progress.map(|s| s.median),
+                naps_per_s: p.summary.naps_per_s.map(|s| s.median),
+                slo_met: p.summary.slo_met,
+            });
+        }
+    }
+    out
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.prec$}"),
+        _ => "-".into(),
+    }
+}
+
+fn slo_word(m: Option<bool>) -> &'static str {
+    match m {
+        Some(true) => "ok",
+        Some(false) => "MISS",
+        None => "-",
+    }
+}
+
+/// A row's cells, formatted: rps, config, p50, p99, p99.9 (ms), × base,
+/// impact, utilization LC / batch / total, progress, naps/s, SLO.
+fn cells(r: &Row) -> [String; 13] {
+    [
+        format!("{:.0}", r.rps),
+        r.config.clone(),
+        format!("{:.2}", r.p50_us / 1e3),
+        format!("{:.2}", r.p99_us / 1e3),
+        format!("{:.2}", r.p999_us / 1e3),
+        opt(r.p99_ratio, 2),
+        r.impact
+            .map(|i| format!("{:.0}%", i * 100.0))
+            .unwrap_or("-".into()),
+        format!("{:.2}", r.util.0),
+        format!("{:.2}", r.util.1),
+        format!("{:.2}", r.util.2),
+        opt(r.progress, 2),
+        opt(r.naps_per_s, 0),
+        slo_word(r.slo_met).into(),
+    ]
+}
+
+/// The side-by-side table for the terminal: one block per kernel.
+pub fn terminal_table(f: &ResultFile) -> String {
+    let mut s = String::new();
+    let slo = slo_us(f);
+    let _ = writeln!(
+        s,
+        "SLO: p99 <= {}   latency in ms, from each request's intended send time; x base = p99 / LC alone's;\n\
+         utilization: sum over lanes of busy fraction (1 lane = 1.0); progress: batch work vs. the kernel alone",
+        slo.map(|v| format!("{:.2} ms", v / 1e3))
+            .unwrap_or("-".into())
+    );
+    let mut ks = kernels(f);
+    if ks.is_empty() {
+        ks.push(String::new());
+    }
+    for k in ks {
+        let _ = writeln!(
+            s,
+            "\n{}\n{:>7}  {:<16}{:>7}{:>8}{:>8}{:>8}{:>8}{:>7}{:>7}{:>7}{:>9}{:>9}{:>6}",
+            if k.is_empty() {
+                "LC alone".to_string()
+            } else {
+                format!("batch kernel: {k}")
+            },
+            "rps",
+            "config",
+            "p50",
+            "p99",
+            "p99.9",
+            "x base",
+            "impact",
+            "lc",
+            "batch",
+            "total",
+            "progress",
+            "naps/s",
+            "SLO"
+        );
+        let mut last = None;
+        for r in rows(f, &k) {
+            if last.is_some_and(|l| l != r.rps) {
+                s.push('\n');
+            }
+            last = Some(r.rps);
+            let c = cells(&r);
+            let w = [7, 16, 7, 8, 8, 8, 8, 7, 7, 7, 9, 9, 6];
+            let _ = write!(s, "{:>7}  {:<16}", c[0], c[1]);
+            for (cell, width) in c.iter().zip(w).skip(2) {
+                let _ = write!(s, "{cell:>width$}");
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// The same table in Markdown.
+pub fn markdown_table(f: &ResultFile, kernel: &str) -> String {
+    let mut s = String::from(
+        "| rps | config | p50 ms | p99 ms | p99.9 ms | p99 × base | latency impact | util LC | util batch | util total | progress | naps/s | SLO |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for r in rows(f, kernel) {
+        let _ = writeln!(s, "| {} |", cells(&r).join(" | "));
+    }
+    s
+}
+
+/// One of the issue's figures, judged from a result file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// What is claimed.
+    pub claim: String,
+    /// Met (`None`: not enough data to judge).
+    pub met: Option<bool>,
+    /// The numbers behind the verdict.
+    pub detail: String,
+}
+
+/// Judges the issue's figures on a measured file.
+pub fn figures(f: &ResultFile) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let loads = loads(f);
+    let lc_ok =
+        |rps: f64| point(f, "lc_alone", None, rps).and_then(|p| p.summary.slo_met) == Some(true);
+    // 1. borrow idle
+    for k in kernels(f) {
+        let mut verdict = None::<bool>;
+        let mut detail = Vec::new();
+        for &rps in loads.iter().filter(|&&r| lc_ok(r)) {
+            let (Some(b), Some(base)) = (
+                point(f, "borrow_idle", Some(&k), rps),
+                point(f, "lc_alone", None, rps),
+            ) else {
+                continue;
+            };
+            let (p99, p99b) = (med(b, "lat", "p99"), med(base, "lat", "p99"));
+            let allowed = (p99b * 1.05).max(p99b + 200.0);
+            let util = med(b, "util", "total");
+            let ok = p99 <= allowed && util >= 0.9;
+            verdict = Some(verdict.unwrap_or(true) && ok);
+            detail.push(format!(
+                "{rps:.0} rps: p99 {:.2} ms vs {:.2} ms alone (allowed {:.2}), util {:.2}{}",
+                p99 / 1e3,
+                p99b / 1e3,
+                allowed / 1e3,
+                util,
+                if ok { "" } else { " ✗" }
+            ));
+        }
+        out.push(Figure {
+            claim: format!(
+                "borrow idle ({k}): p99 within +5% or +0.2 ms of LC alone wherever LC alone meets the SLO, total utilization >= 0.9"
+            ),
+            met: verdict,
+            detail: if detail.is_empty() {
+                "no load where LC alone meets the SLO and borrow idle ran".into()
+            } else {
+                detail.join("; ")
+            },
+        });
+    }
+    // 2. naive + stream degrades
+    {
+        let mut best = None::<(f64, f64, f64)>;
+        for &rps in &loads {
+            if let (Some(n), Some(base)) = (
+                point(f, "naive", Some("stream"), rps),
+                point(f, "lc_alone", None, rps),
+            ) {
+                let (a, b) = (med(n, "lat", "p99"), med(base, "lat", "p99"));
+                if best.is_none_or(|x| a / b > x.1 / x.2) {
+                    best = Some((rps, a, b));
+                }
+            }
+        }
+        out.push(Figure {
+            claim:
+                "naive co-run with stream visibly degrades p99 (>= +20% and +0.2 ms at some load)"
+                    .into(),
+            met: best.map(|(_, a, b)| a >= 1.2 * b && a >= b + 200.0),
+            detail: best
+                .map(|(r, a, b)| {
+                    format!(
+                        "worst at {r:.0} rps: p99 {:.2} ms vs {:.2} ms alone ({:.2}x)",
+                        a / 1e3,
+                        b / 1e3,
+                        a / b
+                    )
+                })
+                .unwrap_or("no naive/stream points".into()),
+        });
+    }
+    // 3. budget policies above borrow idle, under the SLO
+    for c in ["fixed_budget", "refresh_budget", "dynamic_refresh"] {
+        for k in kernels(f) {
+            let mut verdict = None::<bool>;
+            let mut detail = Vec::new();
+            for &rps in loads.iter().filter(|&&r| lc_ok(r)) {
+                let (Some(p), Some(b)) = (
+                    point(f, c, Some(&k), rps),
+                    point(f, "borrow_idle", Some(&k), rps),
+                ) else {
+                    continue;
+                };
+                let (u, ub) = (med(p, "util", "total"), med(b, "util", "total"));
+                let slo = p.summary.slo_met == Some(true);
+                let ok = u > ub && slo;
+                verdict = Some(verdict.unwrap_or(true) && ok);
+                detail.push(format!(
+                    "{rps:.0} rps: util {u:.2} vs {ub:.2}, p99 {:.2} ms {}",
+                    med(p, "lat", "p99") / 1e3,
+                    if slo { "(SLO ok)" } else { "(SLO missed)" }
+                ));
+            }
+            if !detail.is_empty() {
+                out.push(Figure {
+                    claim: format!(
+                        "{c} ({k}): utilization above borrow idle while meeting the SLO, wherever LC alone meets it"
+                    ),
+                    met: verdict,
+                    detail: detail.join("; "),
+                });
+            }
+        }
+    }
+    // 4. wall time
+    if let Some(w) = f
+        .spec
+        .pointer("/resolved/wall_s")
+        .and_then(serde_json::Value::as_f64)
+    {
+        out.push(Figure {
+            claim: "the sweep fits in 5 minutes".into(),
+            met: Some(w <= 300.0),
+            detail: format!("{w:.0} s wall time"),
+        });
+    }
+    out
+}
+
+fn verdict(m: Option<bool>) -> &'static str {
+    match m {
+        Some(true) => "met",
+        Some(false) => "NOT met",
+        None => "not judged",
+    }
+}
+
+/// The figures as text lines.
+pub fn figures_text(f: &ResultFile) -> String {
+    let mut s = String::new();
+    for fig in figures(f) {
+        let _ = writeln!(
+            s,
+            "- [{}] {}\n    {}",
+            verdict(fig.met),
+            fig.claim,
+            fig.detail
+        );
+    }
+    s
+}
+
+/// A loaded result file and where it came from.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// The file.
+    pub path: PathBuf,
+    /// Its contents.
+    pub file: ResultFile,
+}
+
+/// Loads result files; a directory means every `*.json` in it.
+pub fn load_inputs(paths: &[PathBuf]) -> Result<Vec<Input>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| crate::error::BenchError::io(format!("reading {}", p.display()), e))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|q| q.extension().is_some_and(|e| e == "json"))
+                .collect();
+            files.sort();
+            for f in files {
+                out.push(Input {
+                    file: ResultFile::load(&f)?,
+                    path: f,
+                });
+            }
+        } else {
+            out.push(Input {
+                file: ResultFile::load(p)?,
+                path: p.clone(),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(crate::error::BenchError::Config(
+            "no result files given (a directory must hold *.json result files)".into(),
+        ));
+    }
+    Ok(out)
+}
+
+fn resolved_str(f: &ResultFile, key: &str) -> Option<String> {
+    f.spec
+        .pointer(&format!("/resolved/{key}"))
+        .map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+}
+
+/// Writes `report.md` and the PNG plots into `out_dir`; returns the path of
+/// `report.md` and notes (e.g. plots skipped for want of a font).
+pub fn write_report(inputs: &[Input], out_dir: &Path) -> Result<(PathBuf, Vec<String>)> {
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| crate::error::BenchError::io(format!("creating {}", out_dir.display()), e))?;
+    let mut notes = Vec::new();
+    let plots = match crate::plot::draw_all(inputs, out_dir) {
+        Ok(p) => p,
+        Err(e) => {
+            notes.push(format!("plots skipped: {e}"));
+            Vec::new()
+        }
+    };
+    let mut md = String::from("# elfen co-location report\n\n");
+    let _ = writeln!(
+        md,
+        "Generated by `elfen report` from result files alone; re-run it on the same files to \
+         regenerate. Measured curves are solid, simulated ones dashed.\n"
+    );
+    md.push_str("## Inputs\n\n");
+    for i in inputs {
+        let f = &i.file;
+        let _ = writeln!(
+            md,
+            "- `{}` — {}, {} points, created {} (unix s), command `{}`",
+            i.path.display(),
+            match f.source {
+                Source::Measured => "measured",
+                Source::Simulated => "simulated",
+            },
+            f.points.len(),
+            f.created_unix_s,
+            f.command
+        );
+    }
+    md.push('\n');
+    if !plots.is_empty() {
+        md.push_str("## Plots\n\n");
+        for (title, file) in &plots {
+            let _ = writeln!(md, "### {title}\n\n![{title}]({file})\n");
+        }
+    }
+    for i in inputs {
+        let f = &i.file;
+        let kind = match f.source {
+            Source::Measured => "measured",
+            Source::Simulated => "simulated",
+        };
+        let _ = writeln!(md, "## Results: `{}` ({kind})\n", i.path.display());
+        let _ = writeln!(
+            md,
+            "SLO: p99 ≤ {} ({}).\n",
+            slo_us(f)
+                .map(|v| format!("{:.2} ms", v / 1e3))
+                .unwrap_or("none".into()),
+            resolved_str(f, "slo_source").unwrap_or("-".into())
+        );
+        for key in [
+            "demand_source",
+            "capacity_rps",
+            "lanes",
+            "batch_sched_class",
+            "nap_backend",
+            "utilization_method",
+            "batch_alone_units_per_s",
+            "budget_us_by_rps",
+            "notes",
+            "load_before",
+            "load_after",
+            "wall_s",
+        ] {
+            if let Some(v) = resolved_str(f, key) {
+                let _ = writeln!(md, "- **{key}**: {v}");
+            }
+        }
+        md.push('\n');
+        let mut ks = kernels(f);
+        if ks.is_empty() {
+            ks.push(String::new());
+        }
+        for k in ks {
+            if !k.is_empty() {
+                let _ = writeln!(md, "### Batch kernel `{k}`\n");
+            }
+            md.push_str(&markdown_table(f, &k));
+            md.push('\n');
+        }
+        if f.source == Source::Measured {
+            md.push_str("### The issue's figures\n\n");
+            for fig in figures(f) {
+                let _ = writeln!(
+                    md,
+                    "- **{}** — {}: {}",
+                    verdict(fig.met),
+                    fig.claim,
+                    fig.detail
+                );
+            }
+            md.push('\n');
+        }
+    }
+    md.push_str(CONFIG_DEFINITIONS);
+    let path = out_dir.join("report.md");
+    std::fs::write(&path, md)
+        .map_err(|e| crate::error::BenchError::io(format!("writing {}", path.display()), e))?;
+    Ok((path, notes))
+}
+
+const CONFIG_DEFINITIONS: &str = "## Configurations\n\n\
+Batch threads run at `SCHED_IDLE` in **every** configuration, so the LC worker, the load \
+generator and the dispatcher (which share the batch lane on a 2-CPU machine) always preempt \
+them; the harness's own share of the batch lane is therefore the same everywhere \
+(`extra.harness_util` in the result file).\n\n\
+| config | batch threads | scheduling | cgroup | checks |\n\
+|---|---|---|---|---|\n\
+| lc_alone | none | - | - | - |\n\
+| naive | one per batch lane, pinned (sched_setaffinity) | SCHED_IDLE | - | no |\n\
+| sched_idle | one per lane, request lanes included, pinned | SCHED_IDLE | - | no |\n\
+| cpuset | one per batch lane, unpinned | SCHED_IDLE | cpuset = batch lanes | no |\n\
+| cfs_quota | one per batch lane, pinned | SCHED_IDLE | cpu quota = cfs_quota_lanes × period | no |\n\
+| borrow_idle | one per batch lane, pinned | SCHED_IDLE | - | every work unit (Figure 9a) |\n\
+| fixed_budget | as borrow_idle | SCHED_IDLE | - | every unit (9b), budget = SLO headroom |\n\
+| refresh_budget | as borrow_idle | SCHED_IDLE | - | every unit (9c) |\n\
+| dynamic_refresh | as borrow_idle | SCHED_IDLE | - | every unit (9d); without counters = refresh budget |\n\n\
+On a machine without SMT and one request/batch pair, `naive` and `cpuset` place batch work on \
+the same lane: they differ in mechanism only (the thread's own affinity vs. a cgroup the \
+process cannot leave). See `docs/harness.md`.\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use elfen_results::{Distribution, Percentiles, Rep, Summary, Utilization};
+    use std::collections::BTreeMap;
+
+    pub(crate) fn synthetic(source: Source) -> ResultFile {
+        let mut f = ResultFile::new(
+            source,
+            "elfen bench --test".into(),
+            serde_json::json!({"resolved": {"slo_source": "given", "wall_s": 120.0}}),
+            serde_json::json!({}),
+        );
+        let mut d = Distribution::log_buckets("us", 1.0, 1e5, 10);
+        for x in [50.0, 80.0, 100.0, 2000.0] {
+            d.record(x);
+        }
+        f.distributions.insert("demand".into(), d.clone());
+        let mk = |config: &str, batch: Option<&str>, rps: f64, p99: f64, lc: f64, b: f64| {
+            let rep = Rep {
+                rps_achieved: rps,
+                requests: 1000,
+                errors: 0,
+                latency_us: Percentiles {
+                    p50: p99 / 4.0,
+                    p95: p99 / 2.0,
+                    p99,
+                    p999: p99 * 1.5,
+                    max: p99 * 2.0,
+                    mean: p99 / 3.0,
+                },
+                utilization: Utilization {
+                    lc,
+                    batch: b,
+                    total: lc + b,
+                },
+                batch_units_per_s: batch.map(|_| 1e6),
+                batch_progress: batch.map(|_| b),
+                naps_per_s: batch.map(|_| 100.0),
+                wakes_per_s: batch.map(|_| 100.0),
+                histogram: None,
+                extra: BTreeMap::new(),
+            };
+            let mut dists = BTreeMap::new();
+            dists.insert("idle_periods".into(), d.clone());
+            Point {
+                config: config.into(),
+                batch: batch.map(str::to_string),
+                rps_target: rps,
+                summary: Summary::of(std::slice::from_ref(&rep), Some(3000.0)),
+                reps: vec![rep],
+                distributions: dists,
+            }
+        };
+        for (rps, base) in [(500.0, 1000.0), (1000.0, 2000.0)] {
+            f.points
+                .push(mk("lc_alone", None, rps, base, rps / 2000.0, 0.0));
+            f.points.push(mk(
+                "naive",
+                Some("stream"),
+                rps,
+                base * 2.5,
+                rps / 2000.0,
+                0.9,
+            ));
+            f.points.push(mk(
+                "borrow_idle",
+                Some("stream"),
+                rps,
+                base * 1.02,
+                rps / 2000.0,
+                0.95 - rps / 2000.0,
+            ));
+            f.points.push(mk(
+                "fixed_budget",
+                Some("stream"),
+                rps,
+                base * 1.3,
+                rps / 2000.0,
+                1.2 - rps / 2000.0,
+            ));
+        }
+        f
+    }
+
+    #[test]
+    fn rows_have_ratios_to_lc_alone() {
+        let f = synthetic(Source::Measured);
+        let r = rows(&f, "stream");
+        assert_eq!(r.len(), 8);
+        let naive = r
+            .iter()
+            .find(|r| r.config == "naive" && r.rps == 500.0)
+            .unwrap();
+        assert!((naive.p99_ratio.unwrap() - 2.5).abs() < 1e-9);
+        assert!((naive.impact.unwrap() - 1.5).abs() < 1e-9);
+        let base = r.iter().find(|r| r.config == "lc_alone").unwrap();
+        assert_eq!(base.impact, Some(0.0));
+        let t = terminal_table(&f);
+        assert!(t.contains("borrow_idle") && t.contains("3.00 ms"), "{t}");
+        assert!(markdown_table(&f, "stream").contains("| 500 | naive |"));
+    }
+
+    #[test]
+    fn figures_are_judged() {
+        let f = synthetic(Source::Measured);
+        let figs = figures(&f);
+        let bi = figs
+            .iter()
+            .find(|x| x.claim.starts_with("borrow idle"))
+            .unwrap();
+        assert_eq!(bi.met, Some(true), "{}", bi.detail);
+        let nv = figs.iter().find(|x| x.claim.starts_with("naive")).unwrap();
+        assert_eq!(nv.met, Some(true));
+        let fb = figs
+            .iter()
+            .find(|x| x.claim.starts_with("fixed_budget"))
+            .unwrap();
+        assert_eq!(fb.met, Some(true), "{}", fb.detail);
+        let wall = figs.iter().find(|x| x.claim.contains("5 minutes")).unwrap();
+        assert_eq!(wall.met, Some(true));
+    }
+
+    #[test]
+    fn a_report_is_written_from_measured_and_simulated_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("measured.json");
+        let s = dir.path().join("sim.json");
+        synthetic(Source::Measured).save(&m).unwrap();
+        synthetic(Source::Simulated).save(&s).unwrap();
+        let inputs = load_inputs(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(inputs.len(), 2);
+        let out = dir.path().join("report");
+        let (md, notes) = write_report(&inputs, &out).unwrap();
+        let text = std::fs::read_to_string(&md).unwrap();
+        assert!(
+            text.contains("(simulated)") && text.contains("(measured)"),
+            "{text}"
+        );
+        assert!(text.contains("The issue's figures"));
+        if notes.is_empty() {
+            for png in ["latency_stream.png", "utilization_stream.png", "demand.png"] {
+                let p = out.join(png);
+                let bytes = std::fs::read(&p).unwrap_or_else(|_| panic!("{}", p.display()));
+                assert_eq!(&bytes[1..4], b"PNG");
+                assert!(text.contains(png));
+            }
+        } else {
+            eprintln!("plots skipped: {notes:?}");
+        }
+        let e = load_inputs(&[dir.path().join("nope.json")]).unwrap_err();
+        assert!(e.to_string().contains("nope.json"));
+    }
+}

@@ -1,0 +1,1066 @@
+//! The **sweep**: every configuration at every load, one run.
+//!
+//! 1. Pre-flight, before any load is sent: lanes, the port, the signal page
+//!    (created, or attached with `--page`), the cgroups, the request set,
+//!    the batch worker executable.
+//! 2. The LC service starts and calibrates its chase alone.
+//! 3. **Demand alone** (Figure 1): every request of the set once, one at a
+//!    time; its mean gives the capacity the automatic loads derive from.
+//! 4. **Batch alone**: each kernel for `batch.alone_s` on one batch lane,
+//!    no load — the progress baseline.
+//! 5. `lc_alone` at every load; then the SLO (given, or the knee of that
+//!    curve) and the budgets (given, or SLO headroom per load).
+//! 6. Every batch configuration × kernel at every load, loads ascending.
+//!
+//! After every finished point the result file is saved (atomically), so an
+//! interrupted sweep keeps all of them.
+
+use crate::batch::{self, BatchPlan, BatchProcess, BatchSample, ThreadPlan};
+use crate::cgroup::{Cgroup, CgroupFs, Controller};
+use crate::client::{Edge, InvocationPlan, run_invocation};
+use crate::config::{Auto, BenchSpec, ConfigKind, KernelName, NapKind, Placement};
+use crate::demand::{self, RequestSet};
+use crate::error::{BenchError, Result};
+use crate::loadgen::{encode_histogram, mono_ns, percentiles_us, poisson_offsets};
+use crate::service::{self, Service, ServiceConfig, latency_buckets};
+use elfen_results::{Distribution, Point, Rep, ResultFile, Source, Summary, Utilization};
+use elfen_shm::{Access, LaneSpec, Page, PageSpec, page_path};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How to run a sweep.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// The experiment (defaults filled in).
+    pub spec: BenchSpec,
+    /// The command line, for the result file.
+    pub command: String,
+    /// Where the result file goes.
+    pub json_path: PathBuf,
+    /// The executable that runs the hidden batch-worker subcommand.
+    pub worker_exe: PathBuf,
+    /// Print the live progress line (stderr).
+    pub progress: bool,
+}
+
+/// What a sweep produced.
+#[derive(Debug)]
+pub struct SweepOutcome {
+    /// The result file (also saved at `json_path`).
+    pub result: ResultFile,
+    /// Where it was saved.
+    pub json_path: PathBuf,
+    /// Stopped by Ctrl-C: `result` holds the points finished before.
+    pub interrupted: bool,
+    /// Things the user should know (fallbacks taken, …).
+    pub notes: Vec<String>,
+}
+
+/// Where things run.
+#[derive(Debug, Clone)]
+pub struct Lanes {
+    /// The request lane's CPU.
+    pub request_cpu: u32,
+    /// Its batch lanes' CPUs.
+    pub batch_cpus: Vec<u32>,
+    /// The CPUs of the load generator and the dispatcher.
+    pub side_cpus: Vec<u32>,
+    /// Page lane index of the request lane.
+    pub request_lane: u32,
+    /// Page lane index of each batch lane.
+    pub batch_lanes: Vec<u32>,
+}
+
+/// The knee of a p99-vs-load curve (Kneedle on the normalized curve, with
+/// the zero-load point `(0, p99_at_zero)` prepended): the load whose point
+/// lies farthest below the chord from the origin to the last point.
+/// Returns the index into `points` (`(rps, p99)`, ascending rps).
+pub fn knee_index(points: &[(f64, f64)], p99_at_zero: f64) -> Option<usize> {
+    if points.is_empty() {
+        return None;
+    }
+    let xmax = points.iter().map(|p| p.0).fold(0.0, f64::max);
+    let y0 = p99_at_zero.min(points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min));
+    let ymax = points.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+    if xmax <= 0.0 || ymax - y0 <= ymax * 1e-6 {
+        return Some(points.len() - 1);
+    }
+    let mut best = (f64::MIN, points.len() - 1);
+    for (i, &(x, y)) in points.iter().enumerate() {
+        let d = x / xmax - (y - y0) / (ymax - y0);
+        if d > best.0 + 1e-12 {
+            best = (d, i);
+        }
+    }
+    Some(best.1)
+}
+
+/// The SLO and where it came from: given, or the LC-alone p99 at the knee.
+pub fn derive_slo(
+    spec: &BenchSpec,
+    lc_alone: &[(f64, f64)],
+    p99_at_zero: f64,
+) -> (Option<f64>, String) {
+    if let Auto::Value(ms) = spec.slo_p99_ms {
+        return (Some(ms * 1e3), format!("given: {ms} ms"));
+    }
+    match knee_index(lc_alone, p99_at_zero) {
+        Some(i) => (
+            Some(lc_alone[i].1),
+            format!(
+                "auto: LC-alone p99 at the knee of its p99-vs-RPS curve ({:.0} rps)",
+                lc_alone[i].0
+            ),
+        ),
+        None => (None, "none: no LC-alone points".into()),
+    }
+}
+
+/// The budget for the budget policies at a load: given, or the SLO headroom
+/// there (SLO − LC-alone p99, at least 0), as the paper derives it.
+pub fn budget_us(spec: &BenchSpec, slo_us: Option<f64>, lc_p99_us: Option<f64>) -> f64 {
+    match spec.budget_us {
+        Auto::Value(v) => v,
+        Auto::Auto => match (slo_us, lc_p99_us) {
+            (Some(s), Some(p)) => (s - p).max(0.0),
+            _ => 0.0,
+        },
+    }
+}
+
+/// The loads: given, or fractions of the capacity alone rounded to 2
+/// significant digits.
+pub fn resolve_rps(spec: &BenchSpec, capacity_rps: f64) -> Vec<f64> {
+    let mut v: Vec<f64> = if spec.rps.is_empty() {
+        spec.rps_fractions
+            .iter()
+            .map(|f| round2(f * capacity_rps).max(1.0))
+            .collect()
+    } else {
+        spec.rps.clone()
+    };
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+fn round2(x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    let mag = 10f64.powf(x.log10().floor() - 1.0);
+    (x / mag).round() * mag
+}
+
+struct Progress {
+    total: usize,
+    done: usize,
+    started: Instant,
+    tty: bool,
+    enabled: bool,
+    guess_point_s: f64,
+}
+
+impl Progress {
+    fn eta_s(&self) -> f64 {
+        let per = if self.done > 0 {
+            self.started.elapsed().as_secs_f64() / self.done as f64
+        } else {
+            self.guess_point_s
+        };
+        per * (self.total - self.done) as f64
+    }
+
+    fn show(&self, label: &str, rep: u32, reps: u32) {
+        if !self.enabled {
+            return;
+        }
+        let eta = self.eta_s().round() as u64;
+        let line = format!(
+            "[{:>3}/{}] {label} · rep {rep}/{reps} · ETA {}m{:02}s",
+            self.done + 1,
+            self.total,
+            eta / 60,
+            eta % 60
+        );
+        let mut e = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(e, "\r\x1b[2K{line}");
+        } else if rep == 1 {
+            let _ = writeln!(e, "{line}");
+        }
+        let _ = e.flush();
+    }
+
+    fn say(&self, msg: &str) {
+        if !self.enabled {
+            return;
+        }
+        let mut e = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(e, "\r\x1b[2K");
+        }
+        let _ = writeln!(e, "{msg}");
+    }
+
+    fn finish(&self) {
+        if self.enabled && self.tty {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+        }
+    }
+}
+
+/// Everything a sweep holds while it runs; dropped in reverse order
+/// (service, then cgroups, then the page).
+struct Rig {
+    page: Arc<Page>,
+    cpuset: Option<Cgroup>,
+    quota: Option<Cgroup>,
+    service: Option<Service>,
+    lanes: Lanes,
+    set: RequestSet,
+    worker_tid: u32,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if let Some(s) = self.service.take() {
+            s.stop();
+        }
+        if let Some(c) = self.cpuset.take() {
+            let _ = c.remove();
+        }
+        if let Some(c) = self.quota.take() {
+            let _ = c.remove();
+        }
+    }
+}
+
+/// Runs the sweep.
+pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
+    let spec = opts.spec.clone();
+    spec.validate()?;
+    let started = Instant::now();
+    let load_before = loadavg();
+    let mut notes = Vec::new();
+
+    // ---------------------------------------------------------------- pre-flight
+    let topo = elfen_topo::Topology::detect()?;
+    let plan = elfen_topo::plan_pairs(&topo, spec.pairs.as_deref())?;
+    let Some(pair) = plan.first().cloned() else {
+        return Err(BenchError::Config(format!(
+            "no request/batch lane pair on this machine ({}); the harness needs two lanes",
+            plan.describe()
+        )));
+    };
+    let listener = service::bind(spec.port)?;
+    if !opts.worker_exe.is_file() {
+        return Err(BenchError::Batch(format!(
+            "worker executable {} not found",
+            opts.worker_exe.display()
+        )));
+    }
+    let (page, request_lane, batch_lanes) = open_page(&spec, &pair)?;
+    let paired: Vec<u32> = std::iter::once(pair.request)
+        .chain(pair.batch.iter().copied())
+        .collect();
+    let spare: Vec<u32> = topo
+        .cpus()
+        .into_iter()
+        .filter(|c| !paired.contains(c))
+        .collect();
+    let lanes = Lanes {
+        request_cpu: pair.request,
+        batch_cpus: pair.batch.clone(),
+        side_cpus: if spare.is_empty() {
+            pair.batch.clone()
+        } else {
+            spare
+        },
+        request_lane,
+        batch_lanes,
+    };
+    let needs_cg = |c: ConfigKind| spec.configs.contains(&c);
+    let cgfs = CgroupFs::new(&spec.cgroup);
+    let pid = std::process::id();
+    let (cpuset, quota) = if needs_cg(ConfigKind::Cpuset) || needs_cg(ConfigKind::CfsQuota) {
+        cgfs.remove_stale();
+        let cpuset = if needs_cg(ConfigKind::Cpuset) {
+            let cg = cgfs.create(
+                &format!("{}{pid}-cpuset", crate::cgroup::PREFIX),
+                Controller::Cpuset,
+            )?;
+            cg.set_cpus(&lanes.batch_cpus)?;
+            Some(cg)
+        } else {
+            None
+        };
+        let quota = if needs_cg(ConfigKind::CfsQuota) {
+            let cg = cgfs.create(
+                &format!("{}{pid}-quota", crate::cgroup::PREFIX),
+                Controller::Cpu,
+            )?;
+            let q = (spec.batch.cfs_quota_lanes * spec.batch.cfs_period_us as f64).round() as u64;
+            cg.set_quota(q.max(1000), spec.batch.cfs_period_us)?;
+            Some(cg)
+        } else {
+            None
+        };
+        (cpuset, quota)
+    } else {
+        (None, None)
+    };
+    let set = demand::build(&spec.demand, spec.seed)?;
+    if let Some(n) = &set.note {
+        notes.push(n.clone());
+    }
+    let features = elfen_runtime::machine_features().clone();
+    if spec.configs.contains(&ConfigKind::DynamicRefresh) {
+        notes.push(if features.perf_hw_counters {
+            "dynamic_refresh: hardware counters exist, but the harness sets no reference IPC, \
+             so its budget is not scaled: it runs as refresh budget"
+                .to_string()
+        } else {
+            format!(
+                "dynamic_refresh: no hardware performance counters here ({}): it runs as refresh budget",
+                features
+                    .perf_hw_counters_reason
+                    .as_deref()
+                    .unwrap_or("perf_event_open failed")
+            )
+        });
+    }
+
+    // The sweep's own thread stays off the request lane, like the generator.
+    let _pin = elfen_topo::PinGuard::with_cpus(&lanes.side_cpus)?;
+    let mut progress = Progress {
+        total: 0,
+        done: 0,
+        started: Instant::now(),
+        tty: unsafe { libc::isatty(2) } == 1,
+        enabled: opts.progress,
+        guess_point_s: f64::from(spec.reps) * (spec.duration_s + spec.warmup_s + 0.05) + 0.3,
+    };
+    progress.say(&format!(
+        "elfen bench: request lane cpu {}, batch lane(s) cpu {}, generator on cpu {}; {}",
+        lanes.request_cpu,
+        elfen_topo::format_cpu_list(&lanes.batch_cpus),
+        elfen_topo::format_cpu_list(&lanes.side_cpus),
+        set.source
+    ));
+    for n in &notes {
+        progress.say(&format!("note: {n}"));
+    }
+
+    // ---------------------------------------------------------------- service
+    let svc = Service::start(
+        listener,
+        ServiceConfig {
+            request_cpu: lanes.request_cpu,
+            side_cpus: lanes.side_cpus.clone(),
+            working_set_bytes: (spec.service.working_set_kib * 1024) as usize,
+            calibrate_ms: spec.service.calibrate_ms,
+            page: Some((page.clone(), lanes.request_lane)),
+        },
+    )?;
+    let worker_tid = find_worker_tid();
+    let mut rig = Rig {
+        page,
+        cpuset,
+        quota,
+        service: Some(svc),
+        lanes,
+        set,
+        worker_tid,
+    };
+    let svc = rig.service.as_ref().expect("service");
+    let steps_per_us = svc.steps_per_us();
+    let addr = svc.addr();
+
+    let mut result = ResultFile::new(
+        Source::Measured,
+        opts.command.clone(),
+        json!({}),
+        serde_json::to_value(elfen_topo::SystemInfo::collect()).unwrap_or(json!({})),
+    );
+    let mut resolved = serde_json::Map::new();
+    resolved.insert("steps_per_us".into(), json!(steps_per_us));
+    resolved.insert("demand_source".into(), json!(rig.set.source));
+    resolved.insert("request_set_size".into(), json!(rig.set.demands_us.len()));
+    resolved.insert(
+        "lanes".into(),
+        json!({
+            "pairing": plan.describe(),
+            "request_cpu": rig.lanes.request_cpu,
+            "batch_cpus": rig.lanes.batch_cpus,
+            "generator_cpus": rig.lanes.side_cpus,
+            "page": rig.page.path().display().to_string(),
+        }),
+    );
+    resolved.insert(
+        "batch_sched_class".into(),
+        json!("SCHED_IDLE in every configuration: the LC worker, load generator and dispatcher always preempt batch threads"),
+    );
+    resolved.insert("nap_backend".into(), json!(spec.batch.nap.name()));
+    resolved.insert(
+        "utilization_method".into(),
+        json!(utilization_method(spec.batch.nap)),
+    );
+    resolved.insert("notes".into(), json!(notes));
+    resolved.insert("load_before".into(), json!(load_before));
+
+    // ---------------------------------------------------------------- demand alone
+    progress.say("measuring the demand alone (Figure 1) ...");
+    let demand_us = service::measure_demand(addr, &rig.set.demands_us, steps_per_us, stop)?;
+    let mut dd = latency_buckets();
+    for &d in &demand_us {
+        dd.record(d);
+    }
+    let mean_demand = demand_us.iter().sum::<f64>() / demand_us.len().max(1) as f64;
+    let mut sorted = demand_us.clone();
+    sorted.sort_by(f64::total_cmp);
+    let demand_p99 = sorted[((sorted.len() - 1) as f64 * 0.99).round() as usize];
+    result.distributions.insert("demand".into(), dd);
+    let capacity = 1e6 / mean_demand;
+    resolved.insert("demand_alone_mean_us".into(), json!(mean_demand));
+    resolved.insert("demand_alone_p99_us".into(), json!(demand_p99));
+    resolved.insert("capacity_rps".into(), json!(capacity));
+    let rps = resolve_rps(&spec, capacity);
+    resolved.insert("rps".into(), json!(rps));
+
+    // ---------------------------------------------------------------- batch alone
+    let batch_configs = spec.batch_configs();
+    let mut alone: BTreeMap<String, f64> = BTreeMap::new();
+    if !batch_configs.is_empty() {
+        for &k in &spec.kernels {
+            check_stop(stop)?;
+            progress.say(&format!(
+                "measuring {k} alone on cpu {} ...",
+                rig.lanes.batch_cpus[0]
+            ));
+            let ups = batch_alone(&opts, &rig, k, stop)?;
+            alone.insert(k.name().into(), ups);
+        }
+    }
+    resolved.insert("batch_alone_units_per_s".into(), json!(alone));
+
+    let mut spec_json = serde_json::to_value(&spec).unwrap_or(json!({}));
+    let set_spec = |result: &mut ResultFile,
+                    spec_json: &mut serde_json::Value,
+                    resolved: &serde_json::Map<String, serde_json::Value>| {
+        if let Some(o) = spec_json.as_object_mut() {
+            o.insert(
+                "resolved".into(),
+                serde_json::Value::Object(resolved.clone()),
+            );
+        }
+        result.spec = spec_json.clone();
+    };
+    set_spec(&mut result, &mut spec_json, &resolved);
+    result.save(&opts.json_path)?;
+
+    progress.total = rps.len() * (1 + spec.kernels.len() * batch_configs.len());
+    progress.started = Instant::now();
+    let mut interrupted = false;
+    let ctx = PointCtx {
+        opts: &opts,
+        spec: &spec,
+        addr,
+        steps_per_us,
+        alone: &alone,
+        stop,
+    };
+
+    // ---------------------------------------------------------------- lc alone
+    let mut lc_p99: Vec<(f64, f64)> = Vec::new();
+    for &r in &rps {
+        match run_point(
+            &ctx,
+            &mut rig,
+            &mut progress,
+            ConfigKind::LcAlone,
+            None,
+            r,
+            None,
+        ) {
+            Ok(p) => {
+                lc_p99.push((r, p.summary.latency_us["p99"].median));
+                result.points.push(p);
+                result.save(&opts.json_path)?;
+                progress.done += 1;
+            }
+            Err(BenchError::Interrupted) => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let (slo_us, slo_source) = derive_slo(&spec, &lc_p99, demand_p99);
+    for p in &mut result.points {
+        p.summary = Summary::of(&p.reps, slo_us);
+    }
+    resolved.insert("slo_p99_us".into(), json!(slo_us));
+    resolved.insert("slo_source".into(), json!(slo_source));
+    let budgets: BTreeMap<String, f64> = rps
+        .iter()
+        .map(|&r| {
+            let p = lc_p99.iter().find(|x| x.0 == r).map(|x| x.1);
+            (format!("{r}"), budget_us(&spec, slo_us, p))
+        })
+        .collect();
+    resolved.insert("budget_us_by_rps".into(), json!(budgets));
+    set_spec(&mut result, &mut spec_json, &resolved);
+    result.save(&opts.json_path)?;
+    if let Some(s) = slo_us {
+        progress.say(&format!("SLO p99 {:.2} ms ({slo_source})", s / 1e3));
+    }
+
+    // ---------------------------------------------------------------- co-location
+    'outer: for &r in &rps {
+        if interrupted {
+            break;
+        }
+        let budget = budgets[&format!("{r}")];
+        for &k in &spec.kernels {
+            for &c in &batch_configs {
+                let b = c.uses_budget().then_some(budget);
+                match run_point(&ctx, &mut rig, &mut progress, c, Some(k), r, b) {
+                    Ok(mut p) => {
+                        p.summary = Summary::of(&p.reps, slo_us);
+                        result.points.push(p);
+                        result.save(&opts.json_path)?;
+                        progress.done += 1;
+                    }
+                    Err(BenchError::Interrupted) => {
+                        interrupted = true;
+                        break 'outer;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    progress.finish();
+    resolved.insert("wall_s".into(), json!(started.elapsed().as_secs_f64()));
+    resolved.insert("load_after".into(), json!(loadavg()));
+    resolved.insert("interrupted".into(), json!(interrupted));
+    set_spec(&mut result, &mut spec_json, &resolved);
+    result.save(&opts.json_path)?;
+    drop(rig);
+    Ok(SweepOutcome {
+        result,
+        json_path: opts.json_path.clone(),
+        interrupted,
+        notes,
+    })
+}
+
+/// How batch utilization is counted, for the result file and the report.
+pub fn utilization_method(nap: NapKind) -> String {
+    let elfen = match nap {
+        NapKind::Futex => {
+            "Elfen batch threads nap in futex (off-CPU), so their on-CPU time is batch execution"
+        }
+        NapKind::Spin | NapKind::Hybrid => {
+            "Elfen batch threads nap by spinning (on-CPU), so their execution is the runtime's \
+             run time (wake to nap) minus the share of their run-queue wait that falls in it \
+             (wait spread over run and nap time in proportion), capped by on-CPU time; \
+             extra.batch_util_low/high bound it"
+        }
+    };
+    format!(
+        "utilization = sum over lanes of busy fraction (one fully busy lane = 1.0). LC: time the \
+         worker spends in requests (begin to end of each). Batch: time batch code executed, \
+         summed over batch threads: unmanaged threads never nap, so their on-CPU time from \
+         /proc/<pid>/task/<tid>/schedstat (excludes time preempted or throttled); {elfen}. \
+         The harness's own threads (generator, dispatcher) are not counted; their share is \
+         extra.harness_util."
+    )
+}
+
+/// `/proc/loadavg`: the 1, 5 and 15 minute load averages.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn check_stop(stop: &AtomicBool) -> Result<()> {
+    if stop.load(Ordering::Relaxed) {
+        Err(BenchError::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+fn find_worker_tid() -> u32 {
+    let pid = std::process::id();
+    for tid in crate::sys::thread_ids(pid) {
+        if std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+            .is_ok_and(|c| c.trim() == "elfen-lc-worker")
+        {
+            return tid;
+        }
+    }
+    0
+}
+
+/// Creates a private page (`elfen-bench-<pid>` in /dev/shm) for the pair, or
+/// attaches the one given with `page` (which must exist and have the pair's
+/// lanes). Returns the page and the lane indices of request and batch lanes.
+fn open_page(spec: &BenchSpec, pair: &elfen_topo::Pair) -> Result<(Arc<Page>, u32, Vec<u32>)> {
+    match &spec.page {
+        Some(name) => {
+            let path = page_path(name);
+            if !path.exists() {
+                return Err(BenchError::Config(format!(
+                    "signal page {} does not exist (--page {name}): start the controller that \
+                     creates it, or leave --page out to let the harness create a private page",
+                    path.display()
+                )));
+            }
+            let page = Page::attach(&path, Access::Controller)?;
+            let lane_of = |cpu: u32| {
+                page.lane_of_cpu(cpu).ok_or_else(|| {
+                    BenchError::Config(format!(
+                        "signal page {} has no lane for cpu {cpu}",
+                        path.display()
+                    ))
+                })
+            };
+            let r = lane_of(pair.request)?;
+            let b = pair
+                .batch
+                .iter()
+                .map(|&c| lane_of(c))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((Arc::new(page), r, b))
+        }
+        None => {
+            let path = page_path(&format!("elfen-bench-{}", std::process::id()));
+            let mut ps = PageSpec::for_pairs(
+                &[(pair.request, pair.batch.clone())],
+                elfen_policy::PolicyKind::BorrowIdle.id(),
+                0,
+            );
+            ps.replace = true;
+            let page = Page::create(&path, &ps)?;
+            let b = (1..=pair.batch.len() as u32).collect();
+            Ok((Arc::new(page), 0, b))
+        }
+    }
+}
+
+struct PointCtx<'a> {
+    opts: &'a SweepOptions,
+    spec: &'a BenchSpec,
+    addr: std::net::SocketAddr,
+    steps_per_us: f64,
+    alone: &'a BTreeMap<String, f64>,
+    stop: &'a AtomicBool,
+}
+
+fn nap_id(n: NapKind) -> u32 {
+    match n {
+        NapKind::Spin => elfen_shm::nap::SPIN,
+        NapKind::Futex => elfen_shm::nap::FUTEX,
+        NapKind::Hybrid => elfen_shm::nap::HYBRID,
+    }
+}
+
+/// Writes policy, budget and nap backend into the controller lines of the
+/// request lane and its batch lanes.
+fn configure_page(rig: &Rig, policy: u32, budget_ns: u64, nap: u32) -> Result<()> {
+    let lanes =
+        std::iter::once(rig.lanes.request_lane).chain(rig.lanes.batch_lanes.iter().copied());
+    for lane in lanes {
+        let c = rig.page.read_controller(lane)?;
+        rig.page.write_controller(
+            lane,
+            &LaneSpec {
+                cpu: c.cpu,
+                role: c.role,
+                partners: c.partners().to_vec(),
+                policy,
+                budget_ns,
+                nap,
+                hybrid_spin_ns: c.hybrid_spin_ns,
+                ref_ipc_milli: c.ref_ipc_milli,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+fn batch_plan(spec: &BenchSpec, rig: &Rig, config: ConfigKind, kernel: KernelName) -> BatchPlan {
+    let l = &rig.lanes;
+    let threads: Vec<ThreadPlan> = if config.policy().is_some() {
+        l.batch_lanes
+            .iter()
+            .map(|&lane| ThreadPlan {
+                cpu: None,
+                lane: Some(lane),
+            })
+            .collect()
+    } else {
+        match config.placement() {
+            Placement::None => Vec::new(),
+            Placement::BatchLanes => l
+                .batch_cpus
+                .iter()
+                .map(|&c| ThreadPlan {
+                    cpu: Some(c),
+                    lane: None,
+                })
+                .collect(),
+            Placement::EveryLane => std::iter::once(l.request_cpu)
+                .chain(l.batch_cpus.iter().copied())
+                .map(|c| ThreadPlan {
+                    cpu: Some(c),
+                    lane: None,
+                })
+                .collect(),
+            Placement::CgroupBatchLanes => l
+                .batch_cpus
+                .iter()
+                .map(|_| ThreadPlan {
+                    cpu: None,
+                    lane: None,
+                })
+                .collect(),
+        }
+    };
+    BatchPlan {
+        kernel,
+        stream_mib: spec.batch.stream_mib,
+        threads,
+        page: config
+            .policy()
+            .is_some()
+            .then(|| rig.page.path().to_path_buf()),
+        nap: spec.batch.nap,
+    }
+}
+
+fn start_batch(
+    ctx: &PointCtx,
+    rig: &Rig,
+    config: ConfigKind,
+    kernel: KernelName,
+    budget_us: Option<f64>,
+) -> Result<BatchProcess> {
+    let policy = config
+        .policy()
+        .unwrap_or(elfen_policy::PolicyKind::Unmanaged);
+    let budget_ns = budget_us.map(|b| (b * 1e3).round() as u64).unwrap_or(0);
+    configure_page(rig, policy.id(), budget_ns, nap_id(ctx.spec.batch.nap))?;
+    let plan = batch_plan(ctx.spec, rig, config, kernel);
+    let bp = BatchProcess::spawn(&ctx.opts.worker_exe, &plan, Duration::from_secs(20))?;
+    match config {
+        ConfigKind::Cpuset => rig
+            .cpuset
+            .as_ref()
+            .expect("cpuset cgroup created in pre-flight")
+            .add_process(bp.pid())?,
+        ConfigKind::CfsQuota => rig
+            .quota
+            .as_ref()
+            .expect("quota cgroup created in pre-flight")
+            .add_process(bp.pid())?,
+        _ => {}
+    }
+    bp.go();
+    Ok(bp)
+}
+
+/// Units per second of `kernel` alone on the first batch lane (no load).
+fn batch_alone(
+    opts: &SweepOptions,
+    rig: &Rig,
+    kernel: KernelName,
+    stop: &AtomicBool,
+) -> Result<f64> {
+    let plan = BatchPlan {
+        kernel,
+        stream_mib: opts.spec.batch.stream_mib,
+        threads: vec![ThreadPlan {
+            cpu: Some(rig.lanes.batch_cpus[0]),
+            lane: None,
+        }],
+        page: None,
+        nap: opts.spec.batch.nap,
+    };
+    let bp = BatchProcess::spawn(&opts.worker_exe, &plan, Duration::from_secs(20))?;
+    bp.go();
+    std::thread::sleep(Duration::from_millis(opts.spec.batch.settle_ms));
+    let s0 = bp.sample();
+    let until = Instant::now() + Duration::from_secs_f64(opts.spec.batch.alone_s);
+    while Instant::now() < until {
+        check_stop(stop)?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let d = bp.sample().since(&s0);
+    let secs = d.at_ns as f64 / 1e9;
+    Ok(d.total().units as f64 / secs.max(1e-9))
+}
+
+/// Counters at a window edge.
+struct EdgeSample {
+    at_ns: u64,
+    lc_busy_ns: u64,
+    harness_cpu_ns: u64,
+    batch: Option<BatchSample>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_point(
+    ctx: &PointCtx,
+    rig: &mut Rig,
+    progress: &mut Progress,
+    config: ConfigKind,
+    kernel: Option<KernelName>,
+    rps: f64,
+    budget_us: Option<f64>,
+) -> Result<Point> {
+    check_stop(ctx.stop)?;
+    let spec = ctx.spec;
+    let label = match kernel {
+        Some(k) => format!("{config} · {k} @ {rps:.0} rps"),
+        None => format!("{config} @ {rps:.0} rps"),
+    };
+    progress.show(&label, 1, spec.reps);
+    let mut bp = match kernel {
+        Some(k) => {
+            let bp = start_batch(ctx, rig, config, k, budget_us)?;
+            std::thread::sleep(Duration::from_millis(spec.batch.settle_ms));
+            Some(bp)
+        }
+        None => None,
+    };
+    let elfen = config.policy().is_some();
+    let svc = rig.service.as_ref().expect("service");
+    let stats = svc.stats().clone();
+    let mut reps = Vec::new();
+    let mut idle_all = crate::service::idle_buckets();
+    let mut service_all = latency_buckets();
+    // Each point and rep draws its own arrivals and shuffles, reproducibly.
+    let point_seed = spec.seed
+        ^ (rps.to_bits().rotate_left(17))
+        ^ ((config as u64) << 40)
+        ^ (kernel.map(|k| k as u64 + 1).unwrap_or(0) << 48);
+    for rep in 0..spec.reps {
+        check_stop(ctx.stop)?;
+        progress.show(&label, rep + 1, spec.reps);
+        let mut rng = SmallRng::seed_from_u64(point_seed.wrapping_add(u64::from(rep) * 0x9E37));
+        let warmup_ns = (spec.warmup_s * 1e9) as u64;
+        let duration_ns = (spec.duration_s * 1e9) as u64;
+        let offsets = poisson_offsets(rps, warmup_ns + duration_ns, &mut rng);
+        let steps: Vec<u64> = rig
+            .set
+            .sequence(offsets.len(), &mut rng)
+            .iter()
+            .map(|d| (d * ctx.steps_per_us).round().max(1.0) as u64)
+            .collect();
+        let plan = InvocationPlan {
+            offsets,
+            steps,
+            warmup_ns,
+            duration_ns,
+            drain_ns: (spec.drain_s * 1e9) as u64,
+        };
+        let mut edges: Vec<EdgeSample> = Vec::new();
+        let exclude = [rig.worker_tid];
+        let inv = run_invocation(ctx.addr, &plan, &rig.lanes.side_cpus, ctx.stop, |edge| {
+            if edge == Edge::Start {
+                stats.start_recording();
+            }
+            edges.push(EdgeSample {
+                at_ns: mono_ns(),
+                lc_busy_ns: stats.busy_now_ns(),
+                harness_cpu_ns: crate::sys::process_cpu_ns_except(&exclude),
+                batch: bp.as_ref().map(|b| b.sample()),
+            });
+            if edge == Edge::End {
+                let (idle, service) = stats.stop_recording();
+                merge(&mut idle_all, &idle);
+                merge(&mut service_all, &service);
+            }
+        })?;
+        if let Some(b) = bp.as_mut() {
+            if !b.alive() {
+                return Err(BenchError::Batch(format!(
+                    "the {config} batch process (pid {}) died during the point",
+                    b.pid()
+                )));
+            }
+        }
+        let [e0, e1] = &edges[..] else {
+            return Err(BenchError::Service("window edges missing".into()));
+        };
+        let window_s = (e1.at_ns - e0.at_ns) as f64 / 1e9;
+        let lc = (e1.lc_busy_ns - e0.lc_busy_ns) as f64 / 1e9 / window_s;
+        let harness = (e1.harness_cpu_ns.saturating_sub(e0.harness_cpu_ns)) as f64 / 1e9 / window_s;
+        let mut extra = BTreeMap::new();
+        extra.insert("window_s".into(), window_s);
+        extra.insert("harness_util".into(), harness);
+        extra.insert("sent".into(), inv.sent as f64);
+        let (mut batch_util, mut units_per_s, mut progress_v, mut naps, mut wakes) =
+            (0.0, None, None, None, None);
+        if let (Some(b0), Some(b1)) = (&e0.batch, &e1.batch) {
+            let d = b1.since(b0);
+            let (mut est, mut lo, mut hi) = (0.0, 0.0, 0.0);
+            for t in &d.threads {
+                let (e, l, h) = batch::executed_ns(t, elfen, spec.batch.nap);
+                est += e;
+                lo += l;
+                hi += h;
+            }
+            let secs = d.at_ns as f64 / 1e9;
+            batch_util = est / 1e9 / secs;
+            let tot = d.total();
+            extra.insert("batch_util_low".into(), lo / 1e9 / secs);
+            extra.insert("batch_util_high".into(), hi / 1e9 / secs);
+            extra.insert(
+                "batch_on_cpu_util".into(),
+                tot.on_cpu_ns as f64 / 1e9 / secs,
+            );
+            extra.insert("batch_wait_util".into(), tot.wait_ns as f64 / 1e9 / secs);
+            let ups = tot.units as f64 / secs;
+            units_per_s = Some(ups);
+            if let Some(a) = kernel.and_then(|k| ctx.alone.get(k.name())) {
+                if *a > 0.0 {
+                    progress_v = Some(ups / a);
+                }
+            }
+            if elfen {
+                naps = Some(tot.naps as f64 / secs);
+                wakes = Some(tot.wakes as f64 / secs);
+                extra.insert("corun_util".into(), tot.corun_ns as f64 / 1e9 / secs);
+                extra.insert("nap_util".into(), tot.nap_ns as f64 / 1e9 / secs);
+            }
+        }
+        if let Some(b) = budget_us {
+            extra.insert("budget_us".into(), b);
+        }
+        if inv.service_us.total() > 0 {
+            for (name, d, q) in [
+                ("service_p50_us", &inv.service_us, 0.5),
+                ("service_p99_us", &inv.service_us, 0.99),
+                ("queued_p99_us", &inv.queued_us, 0.99),
+                ("outside_p50_us", &inv.outside_us, 0.5),
+                ("outside_p99_us", &inv.outside_us, 0.99),
+            ] {
+                extra.insert(name.into(), d.quantile(q).unwrap_or(0.0));
+            }
+        }
+        reps.push(Rep {
+            rps_achieved: inv.rps_achieved,
+            requests: inv.outcome.requests,
+            errors: inv.outcome.errors,
+            latency_us: percentiles_us(&inv.outcome.hist),
+            utilization: Utilization {
+                lc,
+                batch: batch_util,
+                total: lc + batch_util,
+            },
+            batch_units_per_s: units_per_s,
+            batch_progress: progress_v,
+            naps_per_s: naps,
+            wakes_per_s: wakes,
+            histogram: if spec.keep_histograms {
+                encode_histogram(&inv.outcome.hist)
+            } else {
+                None
+            },
+            extra,
+        });
+    }
+    drop(bp);
+    let mut distributions = BTreeMap::new();
+    distributions.insert("idle_periods".into(), idle_all);
+    distributions.insert("service".into(), service_all);
+    Ok(Point {
+        config: config.name().into(),
+        batch: kernel.map(|k| k.name().to_string()),
+        rps_target: rps,
+        summary: Summary::of(&reps, None),
+        reps,
+        distributions,
+    })
+}
+
+fn merge(into: &mut Distribution, from: &Distribution) {
+    if into.edges == from.edges {
+        for (a, b) in into.counts.iter_mut().zip(&from.counts) {
+            *a += b;
+        }
+        if into.sums.len() == from.sums.len() {
+            for (a, b) in into.sums.iter_mut().zip(&from.sums) {
+                *a += b;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_knee_is_where_the_curve_turns_up() {
+        // flat, then a wall: the knee is the last point before it
+        let pts = [
+            (100.0, 1.0),
+            (200.0, 1.1),
+            (300.0, 1.3),
+            (400.0, 3.0),
+            (500.0, 9.0),
+        ];
+        assert_eq!(knee_index(&pts, 0.9), Some(2));
+        // linear: every point is on the chord; the first maximum wins
+        let lin = [(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)];
+        assert!(knee_index(&lin, 0.0).is_some());
+        // flat everywhere: the highest load
+        assert_eq!(knee_index(&[(1.0, 5.0), (2.0, 5.0)], 5.0), Some(1));
+        assert_eq!(knee_index(&[], 1.0), None);
+    }
+
+    #[test]
+    fn slo_and_budget_derivation() {
+        let mut spec = BenchSpec::default();
+        let pts = [(100.0, 1000.0), (200.0, 1200.0), (300.0, 4000.0)];
+        let (slo, src) = derive_slo(&spec, &pts, 900.0);
+        assert_eq!(slo, Some(1200.0));
+        assert!(src.contains("knee") && src.contains("200"), "{src}");
+        assert_eq!(budget_us(&spec, slo, Some(1000.0)), 200.0);
+        assert_eq!(budget_us(&spec, slo, Some(4000.0)), 0.0, "never negative");
+        spec.slo_p99_ms = Auto::Value(5.0);
+        spec.budget_us = Auto::Value(300.0);
+        assert_eq!(derive_slo(&spec, &pts, 900.0).0, Some(5000.0));
+        assert_eq!(budget_us(&spec, Some(5000.0), Some(1000.0)), 300.0);
+    }
+
+    #[test]
+    fn automatic_loads_round_to_two_digits() {
+        let spec = BenchSpec {
+            rps_fractions: vec![0.2, 0.4, 0.4],
+            ..BenchSpec::default()
+        };
+        assert_eq!(resolve_rps(&spec, 3333.0), vec![670.0, 1300.0]);
+        let given = BenchSpec {
+            rps: vec![300.0, 100.0],
+            ..BenchSpec::default()
+        };
+        assert_eq!(resolve_rps(&given, 1.0), vec![100.0, 300.0]);
+        assert_eq!(round2(1234.0), 1200.0);
+        assert_eq!(round2(0.0), 0.0);
+    }
+}
