@@ -116,9 +116,11 @@ struct ValidateArgs {
     /// Also save the simulated points as a result file (for `elfen report`).
     #[arg(long, value_name = "PATH")]
     sim_json: Option<PathBuf>,
-    /// LC slowdown while the batch co-runs (all batch kinds). Default: read
-    /// per batch kind from the measured `naive` points (mean latency at the
-    /// lowest load vs `lc_alone`), else the built-in kind's default.
+    /// LC slowdown while the batch co-runs (all batch kinds). Default, per
+    /// batch kind: the ratio of measured service times (reps'
+    /// extra["service_p50_us"]) of `naive` to `lc_alone`; without them, fitted
+    /// to the mean latency of the lowest-load `naive` point; else the
+    /// built-in kind's default.
     #[arg(long)]
     slowdown: Option<f64>,
     /// p99 SLO in µs for the knee (default: the measured file's

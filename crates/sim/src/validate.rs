@@ -12,15 +12,18 @@
 //! The dev VM has no SMT: the request lane and the batch lane are two vCPUs
 //! sharing the LLC. It is modelled as one "core" of two lanes (one LC worker
 //! on the request lane, one batch thread on the batch lane) whose batch lane
-//! slows requests by a factor `s` — per batch kind, fitted to the measured
-//! `naive` point at its lowest load (bisection on `s` until the simulated
-//! mean latency matches the measured one), or given with `--slowdown`, or
-//! the built-in kind's default.
+//! slows requests by a factor `s` — per batch kind: the ratio of the
+//! measured service times (`extra["service_p50_us"]`, time in service without
+//! queueing) of `naive` and `lc_alone` at the same loads; without them,
+//! fitted to the measured `naive` point at its lowest load (bisection on `s`
+//! until the simulated mean latency matches the measured one); or given with
+//! `--slowdown`; or the built-in kind's default.
 //!
 //! # Knee
 //!
-//! The knee is the largest load such that LC alone meets the SLO at it and
-//! at every lower measured load. Points at or below it are "below the knee";
+//! The knee is the largest measured load at which LC alone meets the SLO
+//! (a note says so when LC alone misses it at some lower load). Points at or
+//! below it are "below the knee";
 //! the verdict is whether all of them are within the tolerance (15% by
 //! default). Points above the knee are reported too, never hidden.
 //!
@@ -265,6 +268,38 @@ fn util(p: &Point) -> f64 {
         .map_or(f64::NAN, |s| s.median)
 }
 
+/// Median of a rep figure over a point's reps.
+fn rep_median(p: &Point, key: &str) -> Option<f64> {
+    let v: Vec<f64> = p
+        .reps
+        .iter()
+        .filter_map(|r| r.extra.get(key).copied())
+        .collect();
+    elfen_results::Stat::of(&v).map(|s| s.median)
+}
+
+/// The LC slowdown of batch kind `kind` from service times (time in service,
+/// no queueing) the harness records per rep: the ratio of `naive`'s median
+/// `service_p50_us` to `lc_alone`'s at the same load, median over the loads
+/// both have, at least 1. `None` without such pairs.
+fn service_ratio(measured: &ResultFile, kind: &str) -> Option<(f64, usize)> {
+    let alone = measured.series("lc_alone", None);
+    let ratios: Vec<f64> = measured
+        .series("naive", Some(kind))
+        .into_iter()
+        .filter_map(|n| {
+            let a = alone.iter().find(|a| a.rps_target == n.rps_target)?;
+            let (sn, sa) = (
+                rep_median(n, "service_p50_us")?,
+                rep_median(a, "service_p50_us")?,
+            );
+            (sn > 0.0 && sa > 0.0 && sn.is_finite() && sa.is_finite()).then_some(sn / sa)
+        })
+        .collect();
+    let s = elfen_results::Stat::of(&ratios)?.median;
+    Some((s.max(1.0), ratios.len()))
+}
+
 fn rel_err_pct(sim: f64, meas: f64) -> f64 {
     (sim - meas) / meas * 100.0
 }
@@ -312,6 +347,16 @@ pub fn validate(
         .slo_us
         .or_else(|| measured.points.iter().find_map(|p| p.summary.slo_p99_us));
     let mut skipped = Vec::new();
+    // The harness records the load average around the run; a busy machine
+    // explains residuals the model cannot.
+    let resolved = measured.spec.get("resolved");
+    for key in ["load_before", "load_after"] {
+        if let Some(l) = resolved.and_then(|r| r.get(key)).and_then(|l| l.as_str()) {
+            skipped.push(format!(
+                "note: measured file's {key} (load average 1/5/15 min) = {l}"
+            ));
+        }
+    }
     if measured.source != Source::Measured {
         skipped.push("note: the input file says it is simulated, not measured".into());
     }
@@ -326,17 +371,27 @@ pub fn validate(
         v.sort_by(|a, b| a.rps_target.total_cmp(&b.rps_target));
         v
     };
+    // The knee: the largest load at which LC alone meets the SLO.
     let knee = slo.and_then(|s| {
-        let mut k = None;
-        for p in &alone {
-            if p99(p) <= s {
-                k = Some(p.rps_target);
-            } else {
-                break;
-            }
-        }
-        k
+        alone
+            .iter()
+            .filter(|p| p99(p) <= s)
+            .map(|p| p.rps_target)
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
     });
+    if let (Some(k), Some(s)) = (knee, slo) {
+        let misses: Vec<String> = alone
+            .iter()
+            .filter(|p| p.rps_target < k && p99(p) > s)
+            .map(|p| format!("{}", p.rps_target))
+            .collect();
+        if !misses.is_empty() {
+            skipped.push(format!(
+                "note: LC alone misses the SLO at {} RPS, below the knee ({k} RPS): noisy measurement?",
+                misses.join(", ")
+            ));
+        }
+    }
     if alone.is_empty() {
         skipped.push("no lc_alone points: the knee is unknown, every point is judged".into());
     } else if slo.is_none() {
@@ -386,6 +441,18 @@ pub fn validate(
     for kind in &kinds {
         if let Some(s) = opts.slowdown {
             slowdown.insert(kind.clone(), (s, "--slowdown".into()));
+            continue;
+        }
+        if let Some((s, n)) = service_ratio(measured, kind) {
+            slowdown.insert(
+                kind.clone(),
+                (
+                    s,
+                    format!(
+                        "median over {n} loads of service p50 naive / lc_alone (reps' extra[\"service_p50_us\"])"
+                    ),
+                ),
+            );
             continue;
         }
         let naive = measured.series("naive", Some(kind));

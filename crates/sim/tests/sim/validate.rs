@@ -193,3 +193,25 @@ fn validation_needs_a_demand_distribution() {
         "{e}"
     );
 }
+
+#[test]
+fn the_slowdown_comes_from_measured_service_times_when_present() {
+    let mut measured = synthetic_measured();
+    for p in &mut measured.points {
+        let service = match p.config.as_str() {
+            "lc_alone" => 1000.0,
+            "naive" => 1250.0,
+            _ => continue,
+        };
+        for r in &mut p.reps {
+            r.extra.insert("service_p50_us".into(), service);
+        }
+    }
+    let (report, _) = validate(&measured, &opts()).unwrap();
+    let (s, why) = &report.slowdown["stream"];
+    assert_eq!(*s, 1.25);
+    assert!(
+        why.contains("service p50") && why.contains("4 loads"),
+        "{why}"
+    );
+}
