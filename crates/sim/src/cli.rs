@@ -238,9 +238,10 @@ impl Command {
                 Ok(())
             }
             SimCmd::Validate(a) => {
-                let measured = ResultFile::load(&a.measured).with_context(|| {
-                    format!("reading the measured file {}", a.measured.display())
-                })?;
+                let measured = ResultFile::load(&a.measured)
+                    // (The message names the file and the OS error; keep no
+                    // source chain, which would print the OS error twice.)
+                    .map_err(|e| anyhow::anyhow!("reading the measured file: {e}"))?;
                 let opts = ValidateOptions {
                     slowdown: a.slowdown,
                     slo_us: a.slo_us,

@@ -16,12 +16,12 @@ pub enum SimError {
         problem: String,
     },
     /// A file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (shown in the message, so not also a `source`).
+        error: std::io::Error,
     },
     /// A file was read but its content is unusable (malformed demand file,
     /// bad trace line, TOML syntax error, …).
@@ -86,6 +86,6 @@ pub(crate) fn read_text(path: &std::path::Path) -> Result<(String, String), SimE
     let what = path.display().to_string();
     match std::fs::read_to_string(path) {
         Ok(text) => Ok((what, text)),
-        Err(source) => Err(SimError::Io { path: what, source }),
+        Err(error) => Err(SimError::Io { path: what, error }),
     }
 }
