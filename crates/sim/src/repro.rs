@@ -452,7 +452,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         peak.map_or("-".into(), |(l, _)| {
             format!("{:+.1} ms", at(&dr_p, l) - at(&bi_pc, l))
         }),
-        "",
+        "budget = SLO headroom at each load, scaled by s/(s-1) = 2.7 for s = 1.6; the paper does not state its Fig. 10c budget",
     );
     let bl_p = series(&chip, "blind_isolation", p99_ms);
     let bl_u = series(&chip, "blind_isolation", util("total"));
