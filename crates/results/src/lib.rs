@@ -24,7 +24,7 @@ pub const SCHEMA: &str = "elfen-result/1";
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
     /// The file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("cannot read or write {path}")]
     Io {
         /// The file.
         path: String,
@@ -32,7 +32,7 @@ pub enum ResultsError {
         source: std::io::Error,
     },
     /// The file is not a valid result file.
-    #[error("{path}: not an elfen result file: {source}")]
+    #[error("{path}: not an elfen result file")]
     Parse {
         /// The file.
         path: String,
@@ -496,7 +496,9 @@ mod tests {
             serde_json::json!({"rps": [100]}),
             serde_json::json!({}),
         );
-        let reps = vec![rep(10.0, 1.0)];
+        let mut reps = vec![rep(10.0, 1.0)];
+        reps[0].rps_achieved = 0.1 + 0.2; // not exactly representable in short decimal form
+        reps[0].extra.insert("x_us".into(), 1.0 / 3.0);
         f.points.push(Point {
             config: "borrow_idle".into(),
             batch: Some("stream".into()),
@@ -507,7 +509,10 @@ mod tests {
         });
         f.save(&path).unwrap();
         let g = ResultFile::load(&path).unwrap();
-        assert_eq!(f, g);
+        assert_eq!(
+            f, g,
+            "floats round-trip exactly (serde_json float_roundtrip)"
+        );
         assert_eq!(g.series("borrow_idle", Some("stream")).len(), 1);
         assert!(g.series("borrow_idle", None).is_empty());
 
