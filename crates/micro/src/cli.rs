@@ -73,9 +73,16 @@ Instrumentation overhead, units/s and %
     worst case.
 
 Stream interference
-    An 8 MB (L3-resident) pointer chase on the request lane, alone and with the Stream kernel \
-    on the batch lane storing plainly or non-temporally: ns per hop and slowdown. The worse \
-    mode is the Stream kernel's default co-runner.
+    An 8 MB (L3-resident) pointer chase on the request lane while the batch lane runs Loop \
+    (compute only: the baseline) or the Stream kernel storing plainly or non-temporally: ns \
+    per hop and slowdown against the baseline. The worse mode is the Stream kernel's default \
+    co-runner.
+
+Host pauses
+    Both lanes read the clock in a tight loop for 2 s (--quick 0.1 s) before the toggles; \
+    every gap > --disturb-us is a pause. Pauses per second, fraction of time paused, pause \
+    lengths: the fraction paused is the chance that the batch vCPU is paused when a request \
+    begins or ends, which no nap backend can hide and the disturbance filter cannot see.
 
 Targets (benchmarks, never pass/fail of a test): fast path <= 1 ns; overhead <= 2 % on Matrix \
 and Flush; step-aside p99 <= 2 us with spin and hybrid; wake p99 <= 2 us with spin, <= 100 us \

@@ -5,10 +5,14 @@
 //! A *pointer chase* walks a random cyclic permutation of 64-byte nodes in
 //! an 8 MB buffer (4× a vCPU's L2 on the development machines, well inside
 //! the L3), one dependent load per hop, on the request lane's CPU; it reports
-//! ns per hop. It runs alone, and with the Stream kernel (Rust, no checks)
-//! on the batch lane's CPU storing plainly or non-temporally. The three
-//! conditions are interleaved (rotating order) for `reps` repetitions; the
-//! slowdown of a repetition is its co-run ns/hop over its alone ns/hop.
+//! ns per hop. Three co-runners take turns on the batch lane's CPU (Rust
+//! kernels, no checks): the **baseline** is the Loop kernel — compute only,
+//! it touches no memory, but it occupies the batch lane as the others do, so
+//! other processes of a shared machine do not fill the L3 from there in the
+//! baseline alone — then Stream storing plainly, then Stream storing
+//! non-temporally. The three conditions are interleaved (rotating order) for
+//! `reps` repetitions; the slowdown of a repetition is its Stream ns/hop over
+//! its baseline ns/hop.
 
 use crate::error::{MicroError, panic_text};
 use crate::interrupt::interrupted;
@@ -72,7 +76,7 @@ fn chase(nodes: &[Node], dur: Duration) -> f64 {
     t0.elapsed().as_nanos() as f64 / hops as f64
 }
 
-/// The figure: per condition, ns per hop and the slowdown against alone.
+/// The figure: per condition, ns per hop and the slowdown against the baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamInterference {
     /// Size of the chase's buffer, bytes.
@@ -81,15 +85,15 @@ pub struct StreamInterference {
     pub stream_bytes: usize,
     /// Length of each measured chase, ms.
     pub run_ms: u64,
-    /// The chase alone, ns per hop.
-    pub alone_ns_per_hop: Stat,
+    /// The chase next to the Loop kernel (compute only), ns per hop.
+    pub baseline_ns_per_hop: Stat,
     /// With plain stores on the other lane, ns per hop.
     pub plain_ns_per_hop: Stat,
     /// With non-temporal stores on the other lane, ns per hop.
     pub non_temporal_ns_per_hop: Stat,
-    /// Plain co-run / alone, per repetition.
+    /// Plain co-run / baseline, per repetition.
     pub plain_slowdown: Stat,
-    /// Non-temporal co-run / alone, per repetition.
+    /// Non-temporal co-run / baseline, per repetition.
     pub non_temporal_slowdown: Stat,
     /// Stream units (4 KB chunks) per second while co-running, plain.
     pub plain_stream_units_per_s: Stat,
@@ -101,7 +105,7 @@ pub struct StreamInterference {
     pub kernels_default: StreamMode,
 }
 
-/// Runs the measurement: `reps` repetitions of alone / plain / non-temporal.
+/// Runs the measurement: `reps` repetitions of baseline / plain / non-temporal.
 pub fn measure(
     lanes: &Lanes,
     reps: usize,
@@ -113,17 +117,17 @@ pub fn measure(
     // Warm the chase's buffer into the caches and the TLB.
     chase(&nodes, Duration::from_millis(20));
     let stream_bytes = elfen_kernels::STREAM_BYTES;
-    let mut streams: Vec<(StreamMode, Kernel)> = StreamMode::ALL
-        .iter()
-        .map(|&m| {
-            let cfg = KernelConfig {
-                stream_mode: m,
-                stream_bytes,
-            };
-            Kernel::with_config(KernelKind::Stream, cfg).map(|k| (m, k))
-        })
-        .collect::<Result<_, _>>()?;
-    let (mut alone, mut plain, mut nt) = (vec![], vec![], vec![]);
+    let stream = |m: StreamMode| {
+        let cfg = KernelConfig {
+            stream_mode: m,
+            stream_bytes,
+        };
+        Kernel::with_config(KernelKind::Stream, cfg)
+    };
+    let mut baseline_kernel = Kernel::new(KernelKind::Loop);
+    let mut plain_kernel = stream(StreamMode::Plain)?;
+    let mut nt_kernel = stream(StreamMode::NonTemporal)?;
+    let (mut base, mut plain, mut nt) = (vec![], vec![], vec![]);
     let (mut plain_units, mut nt_units) = (vec![], vec![]);
     for rep in 0..reps {
         progress.say(&format!(
@@ -137,29 +141,21 @@ pub fn measure(
                 return Err(MicroError::Interrupted);
             }
             match cond {
-                None => alone.push(chase(&nodes, run)),
-                Some(mode) => {
-                    let k = &mut streams
-                        .iter_mut()
-                        .find(|(m, _)| *m == mode)
-                        .expect("both modes built")
-                        .1;
-                    let (ns, ups) = corun(lanes, &nodes, k, run)?;
-                    match mode {
-                        StreamMode::Plain => {
-                            plain.push(ns);
-                            plain_units.push(ups)
-                        }
-                        StreamMode::NonTemporal => {
-                            nt.push(ns);
-                            nt_units.push(ups)
-                        }
-                    }
+                None => base.push(corun(lanes, &nodes, &mut baseline_kernel, run)?.0),
+                Some(StreamMode::Plain) => {
+                    let (ns, ups) = corun(lanes, &nodes, &mut plain_kernel, run)?;
+                    plain.push(ns);
+                    plain_units.push(ups);
+                }
+                Some(StreamMode::NonTemporal) => {
+                    let (ns, ups) = corun(lanes, &nodes, &mut nt_kernel, run)?;
+                    nt.push(ns);
+                    nt_units.push(ups);
                 }
             }
         }
     }
-    let ratio = |co: &[f64]| -> Vec<f64> { co.iter().zip(&alone).map(|(c, a)| c / a).collect() };
+    let ratio = |co: &[f64]| -> Vec<f64> { co.iter().zip(&base).map(|(c, a)| c / a).collect() };
     let s = |v: &[f64]| Stat::of(v).expect("reps >= 1");
     let plain_slowdown = s(&ratio(&plain));
     let non_temporal_slowdown = s(&ratio(&nt));
@@ -167,7 +163,7 @@ pub fn measure(
         chase_bytes: CHASE_BYTES,
         stream_bytes,
         run_ms: run.as_millis() as u64,
-        alone_ns_per_hop: s(&alone),
+        baseline_ns_per_hop: s(&base),
         plain_ns_per_hop: s(&plain),
         non_temporal_ns_per_hop: s(&nt),
         worse: if plain_slowdown.median >= non_temporal_slowdown.median {
@@ -183,11 +179,11 @@ pub fn measure(
     })
 }
 
-/// The chase with `stream` running on the batch lane: (ns/hop, stream units/s).
+/// The chase with `co` running on the batch lane: (ns/hop, `co`'s units/s).
 fn corun(
     lanes: &Lanes,
     nodes: &[Node],
-    stream: &mut Kernel,
+    co: &mut Kernel,
     run: Duration,
 ) -> Result<(f64, f64), MicroError> {
     let stop = AtomicBool::new(false);
@@ -198,7 +194,7 @@ fn corun(
         let h = s.spawn(|| -> Result<(), MicroError> {
             let _pin = PinGuard::new(batch_cpu)?;
             started.store(true, Relaxed);
-            stream.run_until(&mut NoCheck, &stop, &units, 64);
+            co.run_until(&mut NoCheck, &stop, &units, 64);
             Ok(())
         });
         while !started.load(Relaxed) && !h.is_finished() {

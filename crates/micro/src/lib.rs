@@ -7,6 +7,7 @@
 //! | [`fastpath`] | fast-path cost per check (Rust and C) |
 //! | [`overhead`] | instrumentation overhead of each batch kernel |
 //! | [`interference`] | plain vs non-temporal Stream against a pointer chase |
+//! | [`pauses`] | how often each measured vCPU is paused (the latency tails' background) |
 //! | [`report`] | the JSON result file and the printed table |
 //!
 //! [`suite::run_once`] runs them all over a [`setup::BenchPage`];
@@ -20,6 +21,7 @@ pub mod fastpath;
 pub mod interference;
 pub mod interrupt;
 pub mod overhead;
+pub mod pauses;
 pub mod progress;
 pub mod report;
 pub mod setup;

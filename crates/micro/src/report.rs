@@ -69,6 +69,8 @@ pub struct LatencySummary {
     pub p999_ns: Stat,
     /// Samples per run (median).
     pub samples: f64,
+    /// Fraction of samples above 2 µs.
+    pub over_2us_fraction: Stat,
 }
 
 /// A latency over all samples and undisturbed ones, over runs.
@@ -139,11 +141,30 @@ pub struct Target {
     pub met_undisturbed: Option<bool>,
 }
 
+/// One lane's host pauses over runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PauseSummary {
+    /// The CPU.
+    pub cpu: u32,
+    /// `request` or `batch`.
+    pub lane: String,
+    /// Pauses per second.
+    pub pauses_per_s: Stat,
+    /// Fraction of time paused.
+    pub paused_fraction: Stat,
+    /// Median pause, ns.
+    pub pause_p50_ns: Stat,
+    /// Longest pause, ns.
+    pub pause_max_ns: Stat,
+}
+
 /// Medians and spread over runs, and the targets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Number of runs.
     pub runs: usize,
+    /// Host pauses per lane.
+    pub host_pauses: Vec<PauseSummary>,
     /// Per backend.
     pub backends: Vec<BackendSummary>,
     /// Rust `BatchThread::check`, ns per check.
@@ -154,8 +175,8 @@ pub struct Summary {
     pub c_unavailable: Option<String>,
     /// Per kernel and implementation.
     pub overhead: Vec<OverheadSummary>,
-    /// Pointer chase alone, ns per hop.
-    pub chase_alone_ns_per_hop: Stat,
+    /// Pointer chase next to the compute-only Loop kernel, ns per hop.
+    pub chase_baseline_ns_per_hop: Stat,
     /// Slowdown of the chase by plain-store Stream.
     pub stream_plain_slowdown: Stat,
     /// Slowdown by non-temporal Stream.
@@ -195,6 +216,7 @@ fn latency_summary(ps: &[Percentiles]) -> Option<LatencySummary> {
         p99_ns: f(|p| p.p99_ns),
         p999_ns: f(|p| p.p999_ns),
         samples: f(|p| p.count as f64).median,
+        over_2us_fraction: f(|p| p.over_2us_fraction),
     })
 }
 
@@ -272,14 +294,35 @@ pub fn summarize(runs: &[RunResult]) -> Summary {
     };
     let plain = si(|s| s.plain_slowdown);
     let nt = si(|s| s.non_temporal_slowdown);
+    let host_pauses = first
+        .host_pauses
+        .lanes
+        .iter()
+        .enumerate()
+        .map(|(i, l0)| {
+            let per: Vec<_> = runs.iter().map(|r| &r.host_pauses.lanes[i]).collect();
+            let f = |g: &dyn Fn(&crate::pauses::LanePauses) -> f64| {
+                spread(&per.iter().map(|l| g(l)).collect::<Vec<_>>())
+            };
+            PauseSummary {
+                cpu: l0.cpu,
+                lane: l0.lane.clone(),
+                pauses_per_s: f(&|l| l.pauses_per_s),
+                paused_fraction: f(&|l| l.paused_fraction),
+                pause_p50_ns: f(&|l| l.pause_ns.map_or(f64::NAN, |p| p.p50_ns)),
+                pause_max_ns: f(&|l| l.pause_ns.map_or(f64::NAN, |p| p.max_ns)),
+            }
+        })
+        .collect();
     let mut s = Summary {
         runs: runs.len(),
+        host_pauses,
         backends,
         fast_path_rust_ns_per_check: fast_rust,
         fast_path_c_ns_per_check: fast_c,
         c_unavailable: runs.iter().find_map(|r| r.fast_path.c_unavailable.clone()),
         overhead,
-        chase_alone_ns_per_hop: si(|s| s.alone_ns_per_hop),
+        chase_baseline_ns_per_hop: si(|s| s.baseline_ns_per_hop),
         stream_plain_slowdown: plain,
         stream_non_temporal_slowdown: nt,
         stream_worse: if plain.median >= nt.median {
@@ -474,6 +517,7 @@ fn latency_rows(name: &str, p: &LatencyPair) -> Vec<String> {
         name.to_string(),
         format!("{:.0}", p.all.samples),
         pct(&p.disturbed_fraction),
+        pct(&p.all.over_2us_fraction),
         fs(&p.all.p50_ns, us, 2),
         fs(&p.all.p99_ns, us, 2),
         fs(&p.all.p999_ns, us, 2),
@@ -483,10 +527,11 @@ fn latency_rows(name: &str, p: &LatencyPair) -> Vec<String> {
     ]
 }
 
-const LAT_HEADER: [&str; 9] = [
+const LAT_HEADER: [&str; 10] = [
     "backend",
     "samples/run",
     "disturbed",
+    "> 2 µs",
     "p50 all",
     "p99 all",
     "p99.9 all",
@@ -527,6 +572,36 @@ pub fn render(r: &MicroReport) -> String {
     );
     let _ = writeln!(
         o,
+        "\nHost pauses (clock gaps > {} µs seen from inside each lane, {:.1} s watched per run):",
+        r.params.toggle.disturb_ns as f64 / 1000.0,
+        r.params.pauses_ms as f64 / 1000.0
+    );
+    let rows: Vec<Vec<String>> = s
+        .host_pauses
+        .iter()
+        .map(|l| {
+            vec![
+                format!("{} (cpu {})", l.lane, l.cpu),
+                fs(&l.pauses_per_s, 1.0, 0),
+                pct(&l.paused_fraction),
+                fs(&l.pause_p50_ns, 1e-3, 1),
+                fs(&l.pause_max_ns, 1e-3, 1),
+            ]
+        })
+        .collect();
+    table(
+        &mut o,
+        &[
+            "lane",
+            "pauses/s",
+            "time paused",
+            "pause p50 µs",
+            "pause max µs",
+        ],
+        &rows,
+    );
+    let _ = writeln!(
+        o,
         "\nStep-aside latency, µs: LC request_begin() → the LC sees the batch line's `napping` ≥ 1 ({} toggles/backend; 'undist.' leaves out samples with a clock gap > {} µs)",
         r.params.toggle.toggles,
         r.params.toggle.disturb_ns as f64 / 1000.0
@@ -549,7 +624,7 @@ pub fn render(r: &MicroReport) -> String {
         if let Some(p) = &b.wake {
             rows.push(latency_rows(&b.backend, p));
             let osf = b.os_wake_fraction.map(|x| x.median).unwrap_or(0.0);
-            if osf > 0.0 && osf < 1.0 {
+            if (0.01..=0.99).contains(&osf) {
                 if let Some(p) = &b.wake_from_spin {
                     rows.push(latency_rows(
                         &format!(
@@ -629,8 +704,8 @@ pub fn render(r: &MicroReport) -> String {
 
     let _ = writeln!(
         o,
-        "\nStream interference: an 8 MB pointer chase on the request lane, alone {} ns/hop; slowed ×{} by plain stores, ×{} by non-temporal stores on the batch lane → worse: {} (kernels' default: {})",
-        fs(&s.chase_alone_ns_per_hop, 1.0, 1),
+        "\nStream interference: an 8 MB pointer chase on the request lane, {} ns/hop next to Loop (compute only) on the batch lane; slowed ×{} by Stream with plain stores, ×{} with non-temporal stores → worse: {} (kernels' default: {})",
+        fs(&s.chase_baseline_ns_per_hop, 1.0, 1),
         fs(&s.stream_plain_slowdown, 1.0, 2),
         fs(&s.stream_non_temporal_slowdown, 1.0, 2),
         s.stream_worse,

@@ -23,6 +23,8 @@ pub struct Percentiles {
     pub max_ns: f64,
     /// Mean.
     pub mean_ns: f64,
+    /// Fraction of samples above 2 µs (the step-aside and spin-wake target).
+    pub over_2us_fraction: f64,
 }
 
 /// A latency histogram in nanoseconds: 1 ns to 100 s, 3 significant digits.
@@ -48,6 +50,7 @@ impl Percentiles {
             p999_ns: h.value_at_quantile(0.999) as f64,
             max_ns: h.max() as f64,
             mean_ns: h.mean(),
+            over_2us_fraction: h.count_between(2_001, h.high()) as f64 / h.len() as f64,
         })
     }
 }

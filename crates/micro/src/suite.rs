@@ -5,6 +5,7 @@ use crate::error::{MicroError, panic_text};
 use crate::fastpath::{self, FastPath};
 use crate::interference::{self, StreamInterference};
 use crate::overhead::{self, KernelOverhead};
+use crate::pauses::{self, HostPauses};
 use crate::progress::Progress;
 use crate::setup::{BATCH_LANE, BenchPage, Lanes};
 use crate::toggle::{self, BackendResult, ToggleParams};
@@ -30,6 +31,8 @@ pub struct Params {
     pub stream_reps: usize,
     /// Length of each pointer chase, ms.
     pub stream_run_ms: u64,
+    /// How long each lane is watched for host pauses, ms.
+    pub pauses_ms: u64,
 }
 
 impl Params {
@@ -43,6 +46,7 @@ impl Params {
             fast_path_iterations: 200_000_000,
             stream_reps: 5,
             stream_run_ms: 300,
+            pauses_ms: 2_000,
         }
     }
 
@@ -56,6 +60,7 @@ impl Params {
             fast_path_iterations: 2_000_000,
             stream_reps: 1,
             stream_run_ms: 20,
+            pauses_ms: 100,
         }
     }
 }
@@ -63,6 +68,8 @@ impl Params {
 /// Everything one run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
+    /// Pauses of the two vCPUs, watched before the latency toggles.
+    pub host_pauses: HostPauses,
     /// Step-aside and wake latency per nap backend.
     pub backends: Vec<BackendResult>,
     /// Fast-path cost per check.
@@ -80,6 +87,13 @@ pub fn run_once(
     params: &Params,
     progress: &Progress,
 ) -> Result<RunResult, MicroError> {
+    progress.say("host pauses of both lanes");
+    let host_pauses = pauses::measure(
+        lanes,
+        page.page().clock(),
+        Duration::from_millis(params.pauses_ms),
+        params.toggle.disturb_ns,
+    )?;
     progress.say("step-aside and wake latency per nap backend");
     let backends = toggle::measure_all(page, lanes, &params.toggle, progress)?;
     progress.say("fast-path cost and instrumentation overhead (batch lane)");
@@ -92,6 +106,7 @@ pub fn run_once(
         progress,
     )?;
     Ok(RunResult {
+        host_pauses,
         backends,
         fast_path,
         overhead,

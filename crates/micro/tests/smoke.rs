@@ -37,7 +37,15 @@ fn spread(v: &Value, path: &str) {
 }
 
 fn percentiles(v: &Value, path: &str) {
-    for k in ["count", "p50_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns"] {
+    for k in [
+        "count",
+        "p50_ns",
+        "p99_ns",
+        "p999_ns",
+        "max_ns",
+        "mean_ns",
+        "over_2us_fraction",
+    ] {
         num(v, &format!("{path}.{k}"));
     }
 }
@@ -76,6 +84,13 @@ fn quick_run_writes_every_field() {
     get(&v, "command");
 
     let run0 = get(&v, "runs.0");
+    for lane in 0..2 {
+        let l = get(run0, &format!("host_pauses.lanes.{lane}"));
+        num(l, "cpu");
+        num(l, "pauses_per_s");
+        num(l, "paused_fraction");
+        get(l, "pause_ns");
+    }
     let backends = get(run0, "backends").as_array().unwrap();
     let names: Vec<&str> = backends
         .iter()
@@ -142,7 +157,7 @@ fn quick_run_writes_every_field() {
     }
     let si = get(run0, "stream_interference");
     for f in [
-        "alone_ns_per_hop",
+        "baseline_ns_per_hop",
         "plain_ns_per_hop",
         "non_temporal_ns_per_hop",
         "plain_slowdown",
