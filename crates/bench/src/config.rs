@@ -466,9 +466,10 @@ impl DemandSpec {
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceSpec {
     /// Size of the pointer-chase working set each request walks, KiB. The
-    /// default (8 MiB) is 4× a vCPU's L2 on the development machines and far
-    /// below their L3, so requests live in the LLC, where a memory-streaming
-    /// co-runner on another lane slows them.
+    /// default (4 MiB) is 2× a vCPU's L2 on the development machines and
+    /// inside the share of the host's L3 a chase finds there (≈ 40 ns per
+    /// hop up to 4 MiB, DRAM latency from 16 MiB), so requests live in the
+    /// LLC, where a memory-streaming co-runner on the other vCPU slows them.
     pub working_set_kib: u64,
     /// How long the start-up calibration of the chase rate runs, ms.
     pub calibrate_ms: u64,
@@ -477,7 +478,7 @@ pub struct ServiceSpec {
 impl Default for ServiceSpec {
     fn default() -> Self {
         ServiceSpec {
-            working_set_kib: 8 * 1024,
+            working_set_kib: 4 * 1024,
             calibrate_ms: 300,
         }
     }
@@ -549,7 +550,7 @@ impl Default for BatchSpec {
             cfs_quota_lanes: 0.5,
             cfs_period_us: 100_000,
             alone_s: 1.0,
-            settle_ms: 100,
+            settle_ms: 50,
             stream_mib: 64,
         }
     }
@@ -598,8 +599,9 @@ pub struct BenchSpec {
     /// Offered loads, requests per second; empty = derived from
     /// `rps_fractions` of the LC service's capacity measured alone.
     pub rps: Vec<f64>,
-    /// With `rps` empty: loads as fractions of the capacity alone
-    /// (1 / mean demand measured alone).
+    /// With `rps` empty: loads as fractions of the LC service's capacity
+    /// alone under open-loop load (1 / its mean service time measured by a
+    /// probe invocation at 30% of the back-to-back capacity).
     pub rps_fractions: Vec<f64>,
     /// Measured time per invocation, s (warm-up excluded).
     pub duration_s: f64,
@@ -610,6 +612,13 @@ pub struct BenchSpec {
     pub drain_s: f64,
     /// Invocations per point (the summary takes medians over them).
     pub reps: u32,
+    /// An invocation during which other processes plus the host's steal
+    /// took more than this many lanes (from `/proc/stat`) is disturbed and
+    /// run again (`disturbed_retries` times at most; the least disturbed
+    /// run is kept). The criterion never looks at latency.
+    pub disturbed_lanes: f64,
+    /// How often a disturbed invocation is run again (0 = never).
+    pub disturbed_retries: u32,
     /// p99 latency SLO, ms; `auto` = the LC-alone p99 at the knee of its
     /// p99-vs-RPS curve.
     pub slo_p99_ms: Auto,
@@ -647,11 +656,13 @@ impl Default for BenchSpec {
             configs: ConfigKind::ALL.to_vec(),
             kernels: vec![KernelName::Stream, KernelName::Matrix],
             rps: Vec::new(),
-            rps_fractions: vec![0.2, 0.4, 0.6, 0.75],
+            rps_fractions: vec![0.25, 0.45, 0.65, 0.8],
             duration_s: 1.0,
-            warmup_s: 0.2,
-            drain_s: 2.0,
+            warmup_s: 0.1,
+            drain_s: 1.0,
             reps: 3,
+            disturbed_lanes: 0.2,
+            disturbed_retries: 1,
             slo_p99_ms: Auto::Auto,
             budget_us: Auto::Auto,
             port: 0,
@@ -775,6 +786,12 @@ impl BenchSpec {
         positive("drain_s", self.drain_s)?;
         if self.reps == 0 {
             return Err(BenchError::Config("reps must be at least 1".into()));
+        }
+        if !(self.disturbed_lanes.is_finite() && self.disturbed_lanes > 0.0) {
+            return Err(BenchError::Config(format!(
+                "disturbed_lanes must be > 0, got {}",
+                self.disturbed_lanes
+            )));
         }
         if let Auto::Value(v) = self.slo_p99_ms {
             positive("slo_p99_ms", v)?;

@@ -185,6 +185,52 @@ fn cells(r: &Row) -> [String; 13] {
     ]
 }
 
+/// How noisy the machine was while the file was measured: CPU used by
+/// other processes (`extra.foreign_util`, in lanes) and stolen by the host
+/// (`extra.steal_util`) during the measured windows, median and max over
+/// invocations; `None` if the file has no such figures.
+pub fn noise(f: &ResultFile) -> Option<String> {
+    let collect = |k: &str| -> Vec<f64> {
+        let mut v: Vec<f64> = f
+            .points
+            .iter()
+            .flat_map(|p| p.reps.iter().filter_map(|r| r.extra.get(k).copied()))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (fo, st) = (collect("foreign_util"), collect("steal_util"));
+    if fo.is_empty() {
+        return None;
+    }
+    let m = |v: &[f64]| (v[v.len() / 2], v[v.len() - 1]);
+    let ((fm, fx), (sm, sx)) = (m(&fo), m(&st));
+    let noisy = fo.iter().filter(|&&x| x > 0.05).count();
+    let retried: f64 = collect("disturbed_retries").iter().sum();
+    let total: Vec<f64> = f
+        .points
+        .iter()
+        .flat_map(|p| {
+            p.reps.iter().map(|r| {
+                r.extra.get("foreign_util").copied().unwrap_or(0.0)
+                    + r.extra.get("steal_util").copied().unwrap_or(0.0)
+            })
+        })
+        .collect();
+    let limit = f
+        .spec
+        .get("disturbed_lanes")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.2);
+    let kept_disturbed = total.iter().filter(|&&x| x > limit).count();
+    Some(format!(
+        "machine noise during measured windows: other processes used {fm:.2} lanes median, {fx:.2} max \
+         ({noisy} of {} invocations above 0.05); host steal {sm:.2} median, {sx:.2} max; \
+         {retried:.0} disturbed invocations re-run, {kept_disturbed} kept although above {limit} lanes",
+        fo.len()
+    ))
+}
+
 /// The side-by-side table for the terminal: one block per kernel.
 pub fn terminal_table(f: &ResultFile) -> String {
     let mut s = String::new();
@@ -199,6 +245,9 @@ pub fn terminal_table(f: &ResultFile) -> String {
     let mut ks = kernels(f);
     if ks.is_empty() {
         ks.push(String::new());
+    }
+    if let Some(n) = noise(f) {
+        let _ = writeln!(s, "{n}");
     }
     for k in ks {
         let _ = writeln!(
@@ -338,7 +387,9 @@ pub fn figures(f: &ResultFile) -> Vec<Figure> {
                 .unwrap_or("no naive/stream points".into()),
         });
     }
-    // 3. budget policies above borrow idle, under the SLO
+    // 3. budget policies above borrow idle, under the SLO, where they have a
+    //    budget (at and above the knee the headroom is 0 and they are borrow
+    //    idle by construction)
     for c in ["fixed_budget", "refresh_budget", "dynamic_refresh"] {
         for k in kernels(f) {
             let mut verdict = None::<bool>;
@@ -350,12 +401,24 @@ pub fn figures(f: &ResultFile) -> Vec<Figure> {
                 ) else {
                     continue;
                 };
+                let budget = p
+                    .reps
+                    .iter()
+                    .filter_map(|r| r.extra.get("budget_us").copied())
+                    .fold(0.0, f64::max);
                 let (u, ub) = (med(p, "util", "total"), med(b, "util", "total"));
                 let slo = p.summary.slo_met == Some(true);
+                if budget <= 0.0 {
+                    detail.push(format!(
+                        "{rps:.0} rps: budget 0 (no headroom), util {u:.2} vs {ub:.2}, not judged"
+                    ));
+                    continue;
+                }
                 let ok = u > ub && slo;
                 verdict = Some(verdict.unwrap_or(true) && ok);
                 detail.push(format!(
-                    "{rps:.0} rps: util {u:.2} vs {ub:.2}, p99 {:.2} ms {}",
+                    "{rps:.0} rps (budget {:.2} ms): util {u:.2} vs {ub:.2}, p99 {:.2} ms {}",
+                    budget / 1e3,
                     med(p, "lat", "p99") / 1e3,
                     if slo { "(SLO ok)" } else { "(SLO missed)" }
                 ));
@@ -363,7 +426,7 @@ pub fn figures(f: &ResultFile) -> Vec<Figure> {
             if !detail.is_empty() {
                 out.push(Figure {
                     claim: format!(
-                        "{c} ({k}): utilization above borrow idle while meeting the SLO, wherever LC alone meets it"
+                        "{c} ({k}): utilization above borrow idle while meeting the SLO, wherever LC alone meets it with headroom (budget > 0)"
                     ),
                     met: verdict,
                     detail: detail.join("; "),
@@ -535,6 +598,9 @@ pub fn write_report(inputs: &[Input], out_dir: &Path) -> Result<(PathBuf, Vec<St
                 let _ = writeln!(md, "- **{key}**: {v}");
             }
         }
+        if let Some(n) = noise(f) {
+            let _ = writeln!(md, "- **noise**: {n}");
+        }
         md.push('\n');
         let mut ks = kernels(f);
         if ks.is_empty() {
@@ -631,6 +697,10 @@ mod tests {
                 histogram: None,
                 extra: BTreeMap::new(),
             };
+            let mut rep = rep;
+            if config == "fixed_budget" {
+                rep.extra.insert("budget_us".into(), 500.0);
+            }
             let mut dists = BTreeMap::new();
             dists.insert("idle_periods".into(), d.clone());
             Point {

@@ -70,6 +70,55 @@ pub fn process_cpu_ns_except(exclude: &[u32]) -> u64 {
         .sum()
 }
 
+/// Clock ticks (`USER_HZ`) per second.
+pub fn ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+/// `(busy, steal)` ticks of the whole machine from `/proc/stat`: busy =
+/// user + nice + system (interrupt time excluded, as it is not charged to
+/// processes either).
+pub fn machine_ticks() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    parse_proc_stat(&s)
+}
+
+/// Parses the `cpu` line of `/proc/stat`.
+pub fn parse_proc_stat(s: &str) -> (u64, u64) {
+    let Some(line) = s.lines().find(|l| l.starts_with("cpu ")) else {
+        return (0, 0);
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|w| w.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    (at(0) + at(1) + at(2), at(7))
+}
+
+/// `utime + stime` ticks of process `pid` (all its threads), from
+/// `/proc/<pid>/stat`; 0 if it is gone.
+pub fn process_ticks(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    parse_pid_stat(&s)
+}
+
+/// Parses fields 14 and 15 (utime, stime) of a `/proc/<pid>/stat` line.
+pub fn parse_pid_stat(s: &str) -> u64 {
+    // the command name may contain spaces and parentheses: fields start
+    // after the last ')'
+    let Some(rest) = s.rfind(')').map(|i| &s[i + 1..]) else {
+        return 0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state): utime is field 14 -> index 11
+    let get = |i: usize| f.get(i).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
 /// Asks the kernel to SIGKILL the calling process when its parent dies.
 pub fn kill_me_with_parent() {
     // SAFETY: PR_SET_PDEATHSIG takes a signal number; no pointers.
@@ -207,6 +256,22 @@ mod tests {
         let me = std::process::id();
         assert!(thread_schedstat(me, gettid()).is_some());
         assert!(thread_ids(me).contains(&gettid()));
+    }
+
+    #[test]
+    fn proc_stat_lines_parse() {
+        assert_eq!(
+            parse_proc_stat("cpu  10 1 5 100 2 3 4 7 0 0\ncpu0 1 1 1 1"),
+            (16, 7)
+        );
+        assert_eq!(parse_proc_stat(""), (0, 0));
+        assert_eq!(
+            parse_pid_stat("42 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 30 12 0 0"),
+            42
+        );
+        assert!(machine_ticks().0 > 0);
+        let _ = process_ticks(std::process::id());
+        assert!(ticks_per_s() > 0.0);
     }
 
     #[test]
