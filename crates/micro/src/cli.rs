@@ -145,6 +145,40 @@ fn loadavg() -> [f64; 3] {
     ]
 }
 
+/// (busy, total) CPU time of the whole machine so far, in clock ticks
+/// (`/proc/stat`: busy = all but idle and iowait).
+fn machine_ticks() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let total: u64 = v.iter().sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// CPU time of this process so far, in clock ticks (`/proc/self/stat`
+/// utime + stime).
+fn own_ticks() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesized command name; utime and stime are the
+    // 14th and 15th fields of the line, the 12th and 13th after it.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    f.iter().sum()
+}
+
 /// `YYYYMMDD-HHMMSS` (UTC) of Unix time `t`.
 fn utc_stamp(t: u64) -> String {
     let (days, secs) = ((t / 86_400) as i64, t % 86_400);
@@ -219,6 +253,10 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
         lanes.request_cpu, lanes.batch_cpu, lanes.pairing
     ));
     let load_before = loadavg();
+    let (busy0, total0, own0) = {
+        let (b, t) = machine_ticks();
+        (b, t, own_ticks())
+    };
     let page = BenchPage::create(&lanes).context("creating the benchmark's signal page")?;
     progress.say(&format!("signal page {}", page.path().display()));
     let clock = page.page().clock();
@@ -238,6 +276,12 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
     }
     drop(page);
     let load_after = loadavg();
+    let others_busy_fraction = {
+        let (b, t) = machine_ticks();
+        let own = own_ticks().saturating_sub(own0);
+        let others = (b - busy0).saturating_sub(own);
+        others as f64 / (t - total0).max(1) as f64
+    };
     let summary = report::summarize(&runs);
     let report = MicroReport {
         schema: report::SCHEMA.to_string(),
@@ -246,6 +290,7 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
         params,
         load_before,
         load_after,
+        others_busy_fraction,
         system: elfen_topo::SystemInfo::collect(),
         lanes,
         clock: ClockInfo {

@@ -1,18 +1,23 @@
-//! **Stream interference**: how much each Stream store mode slows an
-//! L3-resident pointer chase running on the other lane — the measurement
-//! behind the Stream kernel's default mode.
+//! **Stream interference**: how much each Stream store mode slows a pointer
+//! chase running on the other lane — the measurement behind the Stream
+//! kernel's default mode.
 //!
-//! A *pointer chase* walks a random cyclic permutation of 64-byte nodes in
-//! an 8 MB buffer (4× a vCPU's L2 on the development machines, well inside
-//! the L3), one dependent load per hop, on the request lane's CPU; it reports
-//! ns per hop. Three co-runners take turns on the batch lane's CPU (Rust
-//! kernels, no checks): the **baseline** is the Loop kernel — compute only,
-//! it touches no memory, but it occupies the batch lane as the others do, so
-//! other processes of a shared machine do not fill the L3 from there in the
-//! baseline alone — then Stream storing plainly, then Stream storing
-//! non-temporally. The three conditions are interleaved (rotating order) for
-//! `reps` repetitions; the slowdown of a repetition is its Stream ns/hop over
-//! its baseline ns/hop.
+//! A *pointer chase* walks a random single-cycle permutation of 64-byte
+//! nodes, one dependent load per hop, on the request lane's CPU, and reports
+//! ns per hop. Its buffer is backed by transparent huge pages where the OS
+//! allows (`MADV_HUGEPAGE`), so the figure is about caches, not page walks.
+//! It runs at several working-set sizes — 1.5, 2, 3 and 4 times the lane's
+//! L2 (3, 4, 6 and 8 MB on the development VMs): past the L2, so every hop
+//! that misses it goes to the shared L3 or to memory. Three co-runners take
+//! turns on the batch lane's CPU (Rust kernels, no checks): the **baseline**
+//! is the Loop kernel — compute only, it touches no memory, but it occupies
+//! the batch lane as the others do, so other processes of a shared machine
+//! do not fill the caches from there during the baseline alone — then Stream
+//! storing plainly, then Stream storing non-temporally. The three conditions
+//! are interleaved (rotating order) for `reps` repetitions per size; the
+//! slowdown of a repetition is its Stream ns/hop over its baseline ns/hop.
+//! The mode with the larger geometric mean of median slowdowns over the
+//! sizes is the **worse** one.
 
 use crate::error::{MicroError, panic_text};
 use crate::interrupt::interrupted;
@@ -25,97 +30,163 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// Bytes of the pointer chase's buffer.
-pub const CHASE_BYTES: usize = 8 << 20;
+/// The L2 size assumed where sysfs does not say (the development VMs').
+pub const DEFAULT_L2_BYTES: usize = 2 << 20;
+/// Working-set sizes, in quarters of the L2: 1.5×, 2×, 3×, 4×.
+const SIZES_QUARTER_L2: [usize; 4] = [6, 8, 12, 16];
+const HUGE: usize = 2 << 20;
+const NODE: usize = 64;
 
-/// One node of the chase: the index of the next node, padded to a line.
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct Node {
-    next: usize,
-    _pad: [usize; 7],
+/// A chase buffer: an anonymous mapping aligned to 2 MB, with huge pages
+/// asked for, holding a random single-cycle permutation (Sattolo's
+/// algorithm: the walk visits every node before repeating, and no
+/// prefetcher can guess the next one).
+struct Chase {
+    map: *mut libc::c_void,
+    map_len: usize,
+    nodes: *const usize,
+    n: usize,
 }
 
-/// A random single-cycle permutation of `n` nodes (Sattolo's algorithm), so
-/// the walk visits every node before repeating and no prefetcher can guess.
-fn chase_buffer(n: usize, seed: u64) -> Vec<Node> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = Rng::new(seed);
-    for i in (1..n).rev() {
-        let j = (rng.next_u64() % i as u64) as usize;
-        order.swap(i, j);
-    }
-    let mut nodes = vec![
-        Node {
-            next: 0,
-            _pad: [0; 7]
+impl Chase {
+    fn new(bytes: usize, seed: u64) -> Result<Chase, MicroError> {
+        let n = bytes / NODE;
+        let map_len = bytes + HUGE;
+        // SAFETY: an anonymous private mapping; checked below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
-        n
-    ];
-    for i in 0..n {
-        nodes[order[i]].next = order[(i + 1) % n];
+        if map == libc::MAP_FAILED {
+            return Err(MicroError::Io {
+                what: format!("map a {bytes}-byte pointer-chase buffer"),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        let base = (map as usize + HUGE - 1) & !(HUGE - 1);
+        // SAFETY: advice on a range inside our mapping; failure only means
+        // small pages.
+        unsafe { libc::madvise(base as *mut _, bytes, libc::MADV_HUGEPAGE) };
+        let nodes = base as *mut usize;
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut rng = Rng::new(seed);
+        for i in (1..n).rev() {
+            let j = (rng.next_u64() % i as u64) as usize;
+            order.swap(i, j);
+        }
+        for i in 0..n {
+            // SAFETY: node order[i] lies inside the mapping (n nodes of 64
+            // bytes from `base`, which leaves `bytes` before the end).
+            unsafe { *nodes.add(order[i] * (NODE / 8)) = order[(i + 1) % n] };
+        }
+        Ok(Chase {
+            map,
+            map_len,
+            nodes,
+            n,
+        })
     }
-    nodes
+
+    /// Chases for `dur`; returns ns per hop.
+    fn run(&self, dur: Duration) -> f64 {
+        let mut p = 0usize;
+        let mut hops = 0u64;
+        let t0 = Instant::now();
+        loop {
+            for _ in 0..4096 {
+                // SAFETY: every stored index is < n, so every node read is
+                // inside the buffer.
+                p = unsafe { *self.nodes.add(p * (NODE / 8)) };
+            }
+            hops += 4096;
+            if t0.elapsed() >= dur {
+                break;
+            }
+        }
+        std::hint::black_box(p);
+        debug_assert!(p < self.n);
+        t0.elapsed().as_nanos() as f64 / hops as f64
+    }
 }
 
-/// Chases for `dur`; returns ns per hop.
-fn chase(nodes: &[Node], dur: Duration) -> f64 {
-    let mut p = 0usize;
-    let mut hops = 0u64;
-    let t0 = Instant::now();
-    loop {
-        for _ in 0..4096 {
-            p = nodes[p].next;
-        }
-        hops += 4096;
-        if t0.elapsed() >= dur {
-            break;
-        }
+impl Drop for Chase {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped.
+        unsafe { libc::munmap(self.map, self.map_len) };
     }
-    std::hint::black_box(p);
-    t0.elapsed().as_nanos() as f64 / hops as f64
 }
 
-/// The figure: per condition, ns per hop and the slowdown against the baseline.
+/// One working-set size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StreamInterference {
+pub struct ChaseSize {
     /// Size of the chase's buffer, bytes.
     pub chase_bytes: usize,
-    /// Size of the stream's buffer, bytes.
-    pub stream_bytes: usize,
-    /// Length of each measured chase, ms.
-    pub run_ms: u64,
     /// The chase next to the Loop kernel (compute only), ns per hop.
     pub baseline_ns_per_hop: Stat,
-    /// With plain stores on the other lane, ns per hop.
+    /// Next to Stream with plain stores, ns per hop.
     pub plain_ns_per_hop: Stat,
-    /// With non-temporal stores on the other lane, ns per hop.
+    /// Next to Stream with non-temporal stores, ns per hop.
     pub non_temporal_ns_per_hop: Stat,
-    /// Plain co-run / baseline, per repetition.
+    /// Plain / baseline, per repetition.
     pub plain_slowdown: Stat,
-    /// Non-temporal co-run / baseline, per repetition.
+    /// Non-temporal / baseline, per repetition.
     pub non_temporal_slowdown: Stat,
+}
+
+/// The figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamInterference {
+    /// Size of the stream's buffer, bytes.
+    pub stream_bytes: usize,
+    /// The L2 the sizes are relative to, bytes.
+    pub l2_bytes: usize,
+    /// Length of each measured chase, ms.
+    pub run_ms: u64,
+    /// Per working-set size.
+    pub sizes: Vec<ChaseSize>,
+    /// Geometric mean over the sizes of the median plain slowdowns.
+    pub plain_slowdown_geomean: f64,
+    /// Geometric mean over the sizes of the median non-temporal slowdowns.
+    pub non_temporal_slowdown_geomean: f64,
     /// Stream units (4 KB chunks) per second while co-running, plain.
     pub plain_stream_units_per_s: Stat,
     /// Stream units per second while co-running, non-temporal.
     pub non_temporal_stream_units_per_s: Stat,
-    /// The mode with the larger median slowdown.
+    /// The mode with the larger geometric-mean slowdown.
     pub worse: StreamMode,
     /// The kernels crate's default ([`StreamMode::DEFAULT`]).
     pub kernels_default: StreamMode,
 }
 
-/// Runs the measurement: `reps` repetitions of baseline / plain / non-temporal.
+fn stat(v: &[f64]) -> Stat {
+    Stat::of(v).expect("at least one repetition")
+}
+
+/// Geometric mean.
+pub fn geomean(v: &[f64]) -> f64 {
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
+}
+
+/// Runs the measurement: per size, `reps` repetitions of baseline / plain /
+/// non-temporal.
 pub fn measure(
     lanes: &Lanes,
+    l2_bytes: Option<u64>,
     reps: usize,
     run: Duration,
     progress: &Progress,
 ) -> Result<StreamInterference, MicroError> {
+    let l2 = l2_bytes
+        .map(|b| b as usize)
+        .filter(|&b| b >= 64 << 10)
+        .unwrap_or(DEFAULT_L2_BYTES);
     let _pin = PinGuard::new(lanes.request_cpu)?;
-    let nodes = chase_buffer(CHASE_BYTES / 64, 0x5EED);
-    // Warm the chase's buffer into the caches and the TLB.
-    chase(&nodes, Duration::from_millis(20));
     let stream_bytes = elfen_kernels::STREAM_BYTES;
     let stream = |m: StreamMode| {
         let cfg = KernelConfig {
@@ -127,54 +198,76 @@ pub fn measure(
     let mut baseline_kernel = Kernel::new(KernelKind::Loop);
     let mut plain_kernel = stream(StreamMode::Plain)?;
     let mut nt_kernel = stream(StreamMode::NonTemporal)?;
-    let (mut base, mut plain, mut nt) = (vec![], vec![], vec![]);
     let (mut plain_units, mut nt_units) = (vec![], vec![]);
-    for rep in 0..reps {
-        progress.say(&format!(
-            "stream interference: repetition {}/{reps}",
-            rep + 1
-        ));
-        let mut order = [None, Some(StreamMode::Plain), Some(StreamMode::NonTemporal)];
-        order.rotate_left(rep % 3);
-        for cond in order {
-            if interrupted() {
-                return Err(MicroError::Interrupted);
-            }
-            match cond {
-                None => base.push(corun(lanes, &nodes, &mut baseline_kernel, run)?.0),
-                Some(StreamMode::Plain) => {
-                    let (ns, ups) = corun(lanes, &nodes, &mut plain_kernel, run)?;
-                    plain.push(ns);
-                    plain_units.push(ups);
+    let mut sizes = Vec::new();
+    for q in SIZES_QUARTER_L2 {
+        let bytes = (l2 / 4 * q) / NODE * NODE;
+        let chase = Chase::new(bytes, 0x5EED ^ bytes as u64)?;
+        chase.run(Duration::from_millis(20)); // warm caches and TLB
+        let (mut base, mut plain, mut nt) = (vec![], vec![], vec![]);
+        for rep in 0..reps {
+            progress.say(&format!(
+                "stream interference: {:.1} MB chase, repetition {}/{reps}",
+                bytes as f64 / (1 << 20) as f64,
+                rep + 1
+            ));
+            let mut order = [None, Some(StreamMode::Plain), Some(StreamMode::NonTemporal)];
+            order.rotate_left(rep % 3);
+            for cond in order {
+                if interrupted() {
+                    return Err(MicroError::Interrupted);
                 }
-                Some(StreamMode::NonTemporal) => {
-                    let (ns, ups) = corun(lanes, &nodes, &mut nt_kernel, run)?;
-                    nt.push(ns);
-                    nt_units.push(ups);
+                match cond {
+                    None => base.push(corun(lanes, &chase, &mut baseline_kernel, run)?.0),
+                    Some(StreamMode::Plain) => {
+                        let (ns, ups) = corun(lanes, &chase, &mut plain_kernel, run)?;
+                        plain.push(ns);
+                        plain_units.push(ups);
+                    }
+                    Some(StreamMode::NonTemporal) => {
+                        let (ns, ups) = corun(lanes, &chase, &mut nt_kernel, run)?;
+                        nt.push(ns);
+                        nt_units.push(ups);
+                    }
                 }
             }
         }
+        let ratio = |co: &[f64]| -> Vec<f64> { co.iter().zip(&base).map(|(c, b)| c / b).collect() };
+        sizes.push(ChaseSize {
+            chase_bytes: bytes,
+            baseline_ns_per_hop: stat(&base),
+            plain_ns_per_hop: stat(&plain),
+            non_temporal_ns_per_hop: stat(&nt),
+            plain_slowdown: stat(&ratio(&plain)),
+            non_temporal_slowdown: stat(&ratio(&nt)),
+        });
     }
-    let ratio = |co: &[f64]| -> Vec<f64> { co.iter().zip(&base).map(|(c, a)| c / a).collect() };
-    let s = |v: &[f64]| Stat::of(v).expect("reps >= 1");
-    let plain_slowdown = s(&ratio(&plain));
-    let non_temporal_slowdown = s(&ratio(&nt));
+    let gp = geomean(
+        &sizes
+            .iter()
+            .map(|s| s.plain_slowdown.median)
+            .collect::<Vec<_>>(),
+    );
+    let gn = geomean(
+        &sizes
+            .iter()
+            .map(|s| s.non_temporal_slowdown.median)
+            .collect::<Vec<_>>(),
+    );
     Ok(StreamInterference {
-        chase_bytes: CHASE_BYTES,
         stream_bytes,
+        l2_bytes: l2,
         run_ms: run.as_millis() as u64,
-        baseline_ns_per_hop: s(&base),
-        plain_ns_per_hop: s(&plain),
-        non_temporal_ns_per_hop: s(&nt),
-        worse: if plain_slowdown.median >= non_temporal_slowdown.median {
+        sizes,
+        plain_slowdown_geomean: gp,
+        non_temporal_slowdown_geomean: gn,
+        plain_stream_units_per_s: stat(&plain_units),
+        non_temporal_stream_units_per_s: stat(&nt_units),
+        worse: if gp >= gn {
             StreamMode::Plain
         } else {
             StreamMode::NonTemporal
         },
-        plain_slowdown,
-        non_temporal_slowdown,
-        plain_stream_units_per_s: s(&plain_units),
-        non_temporal_stream_units_per_s: s(&nt_units),
         kernels_default: StreamMode::DEFAULT,
     })
 }
@@ -182,7 +275,7 @@ pub fn measure(
 /// The chase with `co` running on the batch lane: (ns/hop, `co`'s units/s).
 fn corun(
     lanes: &Lanes,
-    nodes: &[Node],
+    chase: &Chase,
     co: &mut Kernel,
     run: Duration,
 ) -> Result<(f64, f64), MicroError> {
@@ -200,11 +293,11 @@ fn corun(
         while !started.load(Relaxed) && !h.is_finished() {
             std::thread::yield_now();
         }
-        // Let the stream reach its steady state before measuring.
+        // Let the co-runner reach its steady state before measuring.
         std::thread::sleep(Duration::from_millis(10));
         let u0 = units.load(Relaxed);
         let t0 = Instant::now();
-        let ns = chase(nodes, run);
+        let ns = chase.run(run);
         let ups = (units.load(Relaxed) - u0) as f64 / t0.elapsed().as_secs_f64();
         stop.store(true, Relaxed);
         h.join()

@@ -42,8 +42,13 @@ pub struct MicroReport {
     pub params: Params,
     /// `/proc/loadavg` (1, 5, 15 min) before measuring.
     pub load_before: [f64; 3],
-    /// `/proc/loadavg` after measuring.
+    /// `/proc/loadavg` after measuring (includes this benchmark's own two
+    /// busy threads).
     pub load_after: [f64; 3],
+    /// Share of the machine's CPU time used by *other* processes while the
+    /// benchmark ran (`/proc/stat` busy time minus this process's): 0 on a
+    /// quiet machine. Anything else competed with the measuring threads.
+    pub others_busy_fraction: f64,
     /// The machine.
     pub system: elfen_topo::SystemInfo,
     /// The lanes measured.
@@ -141,6 +146,19 @@ pub struct Target {
     pub met_undisturbed: Option<bool>,
 }
 
+/// One chase size over runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChaseSizeSummary {
+    /// Chase buffer, bytes.
+    pub chase_bytes: usize,
+    /// Next to Loop, ns per hop.
+    pub baseline_ns_per_hop: Stat,
+    /// Plain / baseline.
+    pub plain_slowdown: Stat,
+    /// Non-temporal / baseline.
+    pub non_temporal_slowdown: Stat,
+}
+
 /// One lane's host pauses over runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PauseSummary {
@@ -175,13 +193,13 @@ pub struct Summary {
     pub c_unavailable: Option<String>,
     /// Per kernel and implementation.
     pub overhead: Vec<OverheadSummary>,
-    /// Pointer chase next to the compute-only Loop kernel, ns per hop.
-    pub chase_baseline_ns_per_hop: Stat,
-    /// Slowdown of the chase by plain-store Stream.
-    pub stream_plain_slowdown: Stat,
-    /// Slowdown by non-temporal Stream.
-    pub stream_non_temporal_slowdown: Stat,
-    /// The mode with the larger median slowdown.
+    /// Per chase size: baseline ns/hop and the slowdowns.
+    pub stream_sizes: Vec<ChaseSizeSummary>,
+    /// Geometric mean over sizes of the plain slowdown.
+    pub stream_plain_slowdown_geomean: Stat,
+    /// Geometric mean over sizes of the non-temporal slowdown.
+    pub stream_non_temporal_slowdown_geomean: Stat,
+    /// The mode with the larger (median over runs) geometric-mean slowdown.
     pub stream_worse: StreamMode,
     /// The kernels crate's default.
     pub stream_default: StreamMode,
@@ -284,16 +302,37 @@ pub fn summarize(runs: &[RunResult]) -> Summary {
             }
         })
         .collect::<Vec<_>>();
-    let si = |g: fn(&crate::interference::StreamInterference) -> Stat| {
-        over_runs(
+    let stream_sizes = first
+        .stream_interference
+        .sizes
+        .iter()
+        .enumerate()
+        .map(|(i, z0)| {
+            let per: Vec<_> = runs
+                .iter()
+                .map(|r| &r.stream_interference.sizes[i])
+                .collect();
+            let f = |g: fn(&crate::interference::ChaseSize) -> Stat| {
+                over_runs(&per.iter().map(|z| g(z)).collect::<Vec<_>>())
+            };
+            ChaseSizeSummary {
+                chase_bytes: z0.chase_bytes,
+                baseline_ns_per_hop: f(|z| z.baseline_ns_per_hop),
+                plain_slowdown: f(|z| z.plain_slowdown),
+                non_temporal_slowdown: f(|z| z.non_temporal_slowdown),
+            }
+        })
+        .collect();
+    let gm = |g: fn(&crate::interference::StreamInterference) -> f64| {
+        spread(
             &runs
                 .iter()
                 .map(|r| g(&r.stream_interference))
                 .collect::<Vec<_>>(),
         )
     };
-    let plain = si(|s| s.plain_slowdown);
-    let nt = si(|s| s.non_temporal_slowdown);
+    let plain = gm(|s| s.plain_slowdown_geomean);
+    let nt = gm(|s| s.non_temporal_slowdown_geomean);
     let host_pauses = first
         .host_pauses
         .lanes
@@ -322,9 +361,9 @@ pub fn summarize(runs: &[RunResult]) -> Summary {
         fast_path_c_ns_per_check: fast_c,
         c_unavailable: runs.iter().find_map(|r| r.fast_path.c_unavailable.clone()),
         overhead,
-        chase_baseline_ns_per_hop: si(|s| s.baseline_ns_per_hop),
-        stream_plain_slowdown: plain,
-        stream_non_temporal_slowdown: nt,
+        stream_sizes,
+        stream_plain_slowdown_geomean: plain,
+        stream_non_temporal_slowdown_geomean: nt,
         stream_worse: if plain.median >= nt.median {
             StreamMode::Plain
         } else {
@@ -546,7 +585,7 @@ pub fn render(r: &MicroReport) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "elfen micro — {} run(s){}; request lane cpu {} ↔ batch lane cpu {} ({}); clock {} at {:.3} GHz; load average {:.2} before, {:.2} after",
+        "elfen micro — {} run(s){}; request lane cpu {} ↔ batch lane cpu {} ({}); clock {} at {:.3} GHz; load average {:.2} before; other processes used {:.1} % of the CPU time during the run",
         s.runs,
         if r.params.quick {
             ", QUICK (not for quoting)"
@@ -559,7 +598,7 @@ pub fn render(r: &MicroReport) -> String {
         r.clock.kind,
         r.clock.ticks_per_sec as f64 / 1e9,
         r.load_before[0],
-        r.load_after[0],
+        r.others_busy_fraction * 100.0,
     );
     let _ = writeln!(
         o,
@@ -704,10 +743,35 @@ pub fn render(r: &MicroReport) -> String {
 
     let _ = writeln!(
         o,
-        "\nStream interference: an 8 MB pointer chase on the request lane, {} ns/hop next to Loop (compute only) on the batch lane; slowed ×{} by Stream with plain stores, ×{} with non-temporal stores → worse: {} (kernels' default: {})",
-        fs(&s.chase_baseline_ns_per_hop, 1.0, 1),
-        fs(&s.stream_plain_slowdown, 1.0, 2),
-        fs(&s.stream_non_temporal_slowdown, 1.0, 2),
+        "\nStream interference: a pointer chase on the request lane (huge pages where allowed) next to Loop (compute only: the baseline) or Stream on the batch lane:"
+    );
+    let rows: Vec<Vec<String>> = s
+        .stream_sizes
+        .iter()
+        .map(|z| {
+            vec![
+                format!("{:.1} MB", z.chase_bytes as f64 / (1 << 20) as f64),
+                fs(&z.baseline_ns_per_hop, 1.0, 1),
+                format!("×{}", fs(&z.plain_slowdown, 1.0, 2)),
+                format!("×{}", fs(&z.non_temporal_slowdown, 1.0, 2)),
+            ]
+        })
+        .collect();
+    table(
+        &mut o,
+        &[
+            "chase",
+            "baseline ns/hop",
+            "slowdown, plain stores",
+            "slowdown, non-temporal stores",
+        ],
+        &rows,
+    );
+    let _ = writeln!(
+        o,
+        "geometric mean over sizes: plain ×{}, non-temporal ×{} → worse: {} (kernels' default: {})",
+        fs(&s.stream_plain_slowdown_geomean, 1.0, 3),
+        fs(&s.stream_non_temporal_slowdown_geomean, 1.0, 3),
         s.stream_worse,
         s.stream_default,
     );

@@ -27,7 +27,7 @@ pub struct Params {
     pub run_ms: u64,
     /// Iterations of each fast-path loop.
     pub fast_path_iterations: u64,
-    /// Repetitions of the stream-interference conditions.
+    /// Repetitions of the stream-interference conditions, per size.
     pub stream_reps: usize,
     /// Length of each pointer chase, ms.
     pub stream_run_ms: u64,
@@ -45,7 +45,7 @@ impl Params {
             run_ms: 200,
             fast_path_iterations: 200_000_000,
             stream_reps: 5,
-            stream_run_ms: 300,
+            stream_run_ms: 250,
             pauses_ms: 2_000,
         }
     }
@@ -101,6 +101,7 @@ pub fn run_once(
     progress.say("stream interference (plain vs non-temporal stores)");
     let stream_interference = interference::measure(
         lanes,
+        elfen_topo::SystemInfo::collect().l2_bytes,
         params.stream_reps,
         Duration::from_millis(params.stream_run_ms),
         progress,

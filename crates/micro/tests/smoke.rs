@@ -70,6 +70,7 @@ fn quick_run_writes_every_field() {
         "created_unix_s",
         "load_before.0",
         "load_after.2",
+        "others_busy_fraction",
         "clock.ticks_per_sec",
         "hybrid_spin_ns",
         "lanes.request_cpu",
@@ -156,15 +157,22 @@ fn quick_run_writes_every_field() {
         }
     }
     let si = get(run0, "stream_interference");
-    for f in [
-        "baseline_ns_per_hop",
-        "plain_ns_per_hop",
-        "non_temporal_ns_per_hop",
-        "plain_slowdown",
-        "non_temporal_slowdown",
-    ] {
-        spread(si, f);
+    let sizes = get(si, "sizes").as_array().unwrap();
+    assert_eq!(sizes.len(), 4);
+    for z in sizes {
+        num(z, "chase_bytes");
+        for f in [
+            "baseline_ns_per_hop",
+            "plain_ns_per_hop",
+            "non_temporal_ns_per_hop",
+            "plain_slowdown",
+            "non_temporal_slowdown",
+        ] {
+            spread(z, f);
+        }
     }
+    num(si, "plain_slowdown_geomean");
+    num(si, "non_temporal_slowdown_geomean");
     get(si, "worse").as_str().unwrap();
 
     let s = get(&v, "summary");
