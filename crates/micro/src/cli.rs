@@ -106,12 +106,15 @@ pub struct MicroArgs {
     /// Toggles per nap backend (default 20,000; --quick 500).
     #[arg(long, value_name = "N")]
     pub toggles: Option<u64>,
-    /// A/B repetitions of the fast-path and overhead comparisons (default 9; --quick 3).
+    /// A/B repetitions of the fast-path and overhead comparisons (default 21; --quick 3).
     #[arg(long, value_name = "N")]
     pub reps: Option<usize>,
-    /// Length of each overhead A/B run in ms (default 200; --quick 10).
+    /// Length of each overhead A/B run in ms (default 50; --quick 10).
     #[arg(long, value_name = "MS")]
     pub run_ms: Option<u64>,
+    /// Repetitions of each stream-interference condition per chase size (default 5; --quick 1).
+    #[arg(long, value_name = "N")]
+    pub stream_reps: Option<usize>,
     /// A clock gap above this (µs) marks a latency sample disturbed.
     #[arg(long, value_name = "US", default_value_t = 5.0)]
     pub disturb_us: f64,
@@ -122,7 +125,7 @@ pub struct MicroArgs {
     #[arg(long)]
     pub quiet: bool,
     /// Print the table of a saved result file and exit (measures nothing).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "quick", "runs", "toggles", "reps", "run_ms", "pairs"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "quick", "runs", "toggles", "reps", "run_ms", "stream_reps", "pairs"])]
     pub show: Option<PathBuf>,
 }
 
@@ -229,6 +232,12 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
             bail!("--reps must be at least 1");
         }
         params.reps = n;
+    }
+    if let Some(n) = args.stream_reps {
+        if n == 0 {
+            bail!("--stream-reps must be at least 1");
+        }
+        params.stream_reps = n;
     }
     if let Some(ms) = args.run_ms {
         if ms == 0 {

@@ -41,8 +41,8 @@ impl Params {
         Params {
             quick: false,
             toggle: ToggleParams::full(),
-            reps: 9,
-            run_ms: 200,
+            reps: 21,
+            run_ms: 50,
             fast_path_iterations: 200_000_000,
             stream_reps: 5,
             stream_run_ms: 250,
