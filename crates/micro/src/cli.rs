@@ -27,7 +27,8 @@ The LC thread runs on the request lane's CPU and the batch thread on its partner
 CPU (elfen_topo::plan_pairs: SMT siblings, --pairs, or CPUs 0 and 1 on a 2-vCPU machine), over \
 a fresh signal page (borrow idle) in a temporary directory under /dev/shm that is removed at \
 the end, on error and on Ctrl-C. Threads are unpinned afterwards. Timestamps are the page \
-clock (TSC). Run it on an otherwise idle machine: the load average is recorded.";
+clock (TSC). Run it on an otherwise idle machine: the load average before the run and the share of CPU \
+time other processes used during it are recorded.";
 
 const FIGURES: &str = "\
 FIGURES
@@ -75,8 +76,9 @@ Instrumentation overhead, units/s and %
 Stream interference
     An 8 MB (L3-resident) pointer chase on the request lane while the batch lane runs Loop \
     (compute only: the baseline) or the Stream kernel storing plainly or non-temporally: ns \
-    per hop and slowdown against the baseline. The worse mode is the Stream kernel's default \
-    co-runner.
+    per hop and slowdown against the baseline, at 1.5, 2, 3 and 4 times the L2. The mode \
+    with the larger geometric-mean slowdown is named worse if it is larger by at least 5 %; \
+    the Stream kernel's default is chosen from these figures (docs/micro.md).
 
 Host pauses
     Both lanes read the clock in a tight loop for 2 s (--quick 0.1 s) before the toggles; \

@@ -17,7 +17,10 @@
 //! are interleaved (rotating order) for `reps` repetitions per size; the
 //! slowdown of a repetition is its Stream ns/hop over its baseline ns/hop.
 //! The mode with the larger geometric mean of median slowdowns over the
-//! sizes is the **worse** one.
+//! sizes is the **worse** one — if the two differ by at least
+//! [`MEASURABLE`]; below that the figure says neither is measurably worse
+//! (repeated quiet runs on the development VMs moved the difference by a few
+//! percent either way).
 
 use crate::error::{MicroError, panic_text};
 use crate::interrupt::interrupted;
@@ -158,14 +161,31 @@ pub struct StreamInterference {
     pub plain_stream_units_per_s: Stat,
     /// Stream units per second while co-running, non-temporal.
     pub non_temporal_stream_units_per_s: Stat,
-    /// The mode with the larger geometric-mean slowdown.
-    pub worse: StreamMode,
+    /// The mode with the larger geometric-mean slowdown, if it is larger by
+    /// at least [`MEASURABLE`].
+    pub worse: Option<StreamMode>,
     /// The kernels crate's default ([`StreamMode::DEFAULT`]).
     pub kernels_default: StreamMode,
 }
 
 fn stat(v: &[f64]) -> Stat {
     Stat::of(v).expect("at least one repetition")
+}
+
+/// The smallest relative difference between the two modes' geometric-mean
+/// slowdowns that names one of them worse (5 %).
+pub const MEASURABLE: f64 = 0.05;
+
+/// The worse mode given the geometric-mean slowdowns, `None` when they
+/// differ by less than [`MEASURABLE`].
+pub fn worse_of(plain: f64, non_temporal: f64) -> Option<StreamMode> {
+    if plain >= non_temporal * (1.0 + MEASURABLE) {
+        Some(StreamMode::Plain)
+    } else if non_temporal >= plain * (1.0 + MEASURABLE) {
+        Some(StreamMode::NonTemporal)
+    } else {
+        None
+    }
 }
 
 /// Geometric mean.
@@ -263,11 +283,7 @@ pub fn measure(
         non_temporal_slowdown_geomean: gn,
         plain_stream_units_per_s: stat(&plain_units),
         non_temporal_stream_units_per_s: stat(&nt_units),
-        worse: if gp >= gn {
-            StreamMode::Plain
-        } else {
-            StreamMode::NonTemporal
-        },
+        worse: worse_of(gp, gn),
         kernels_default: StreamMode::DEFAULT,
     })
 }

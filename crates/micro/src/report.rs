@@ -199,8 +199,9 @@ pub struct Summary {
     pub stream_plain_slowdown_geomean: Stat,
     /// Geometric mean over sizes of the non-temporal slowdown.
     pub stream_non_temporal_slowdown_geomean: Stat,
-    /// The mode with the larger (median over runs) geometric-mean slowdown.
-    pub stream_worse: StreamMode,
+    /// The mode with the larger (median over runs) geometric-mean slowdown,
+    /// if measurably larger (`interference::MEASURABLE`).
+    pub stream_worse: Option<StreamMode>,
     /// The kernels crate's default.
     pub stream_default: StreamMode,
     /// The targets.
@@ -364,11 +365,7 @@ pub fn summarize(runs: &[RunResult]) -> Summary {
         stream_sizes,
         stream_plain_slowdown_geomean: plain,
         stream_non_temporal_slowdown_geomean: nt,
-        stream_worse: if plain.median >= nt.median {
-            StreamMode::Plain
-        } else {
-            StreamMode::NonTemporal
-        },
+        stream_worse: crate::interference::worse_of(plain.median, nt.median),
         stream_default: StreamMode::DEFAULT,
         targets: Vec::new(),
     };
@@ -769,10 +766,16 @@ pub fn render(r: &MicroReport) -> String {
     );
     let _ = writeln!(
         o,
-        "geometric mean over sizes: plain ×{}, non-temporal ×{} → worse: {} (kernels' default: {})",
+        "geometric mean over sizes: plain ×{}, non-temporal ×{} → {} (kernels' default: {})",
         fs(&s.stream_plain_slowdown_geomean, 1.0, 3),
         fs(&s.stream_non_temporal_slowdown_geomean, 1.0, 3),
-        s.stream_worse,
+        match s.stream_worse {
+            Some(m) => format!("worse: {m}"),
+            None => format!(
+                "neither is measurably worse (they differ by less than {:.0} %)",
+                crate::interference::MEASURABLE * 100.0
+            ),
+        },
         s.stream_default,
     );
 
