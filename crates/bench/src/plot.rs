@@ -487,7 +487,7 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
     // Figure 5: idle periods of the request lane, LC alone.
     if let Some(f) = first {
         let mut s = Vec::new();
-        let n = loads(f).len().max(1);
+        let n = loads(f).len();
         for (j, r) in loads(f).into_iter().enumerate() {
             let Some(d) =
                 point(f, "lc_alone", None, r).and_then(|p| p.distributions.get("idle_periods"))
@@ -498,10 +498,16 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
             if pts.is_empty() {
                 continue;
             }
-            let g = (40 + 170 * j / n) as u8;
+            // dark blue (low load) to orange (high load)
+            let t = if n > 1 {
+                j as f64 / (n - 1) as f64
+            } else {
+                0.0
+            };
+            let mix = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
             s.push(Series {
                 label: format!("{r:.0} rps"),
-                color: RGBColor(g / 3, g / 2, g),
+                color: RGBColor(mix(20.0, 230.0), mix(40.0, 120.0), mix(140.0, 20.0)),
                 dashed: false,
                 points: pts,
             });

@@ -165,22 +165,26 @@ fn round2(x: f64) -> f64 {
 }
 
 struct Progress {
+    /// Points planned and done (the counter shown).
     total: usize,
     done: usize,
+    /// Invocations planned and done (the ETA's unit: points differ in reps).
+    inv_total: usize,
+    inv_done: usize,
     started: Instant,
     tty: bool,
     enabled: bool,
-    guess_point_s: f64,
+    guess_inv_s: f64,
 }
 
 impl Progress {
     fn eta_s(&self) -> f64 {
-        let per = if self.done > 0 {
-            self.started.elapsed().as_secs_f64() / self.done as f64
+        let per = if self.inv_done > 0 {
+            self.started.elapsed().as_secs_f64() / self.inv_done as f64
         } else {
-            self.guess_point_s
+            self.guess_inv_s
         };
-        per * (self.total - self.done) as f64
+        per * self.inv_total.saturating_sub(self.inv_done) as f64
     }
 
     fn show(&self, label: &str, rep: u32, reps: u32) {
@@ -351,7 +355,9 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
         started: Instant::now(),
         tty: unsafe { libc::isatty(2) } == 1,
         enabled: opts.progress,
-        guess_point_s: f64::from(spec.reps) * (spec.duration_s + spec.warmup_s + 0.05) + 0.3,
+        inv_total: 0,
+        inv_done: 0,
+        guess_inv_s: spec.duration_s + spec.warmup_s + 0.1,
     };
     progress.say(&format!(
         "elfen bench: request lane cpu {}, batch lane(s) cpu {}, generator on cpu {}; {}",
@@ -529,6 +535,8 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
         rps.len()
     };
     progress.total = presweep + rps.len() * (1 + spec.kernels.len() * batch_configs.len());
+    progress.inv_total = presweep + (progress.total - presweep) * spec.reps as usize;
+    progress.inv_done = 0;
     progress.started = Instant::now();
     let mut interrupted = false;
     let ctx = PointCtx {
