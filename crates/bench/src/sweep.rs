@@ -421,6 +421,10 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     );
     resolved.insert("nap_backend".into(), json!(spec.batch.nap.name()));
     resolved.insert(
+        "stream_mode".into(),
+        json!(elfen_kernels::StreamMode::DEFAULT.name()),
+    );
+    resolved.insert(
         "utilization_method".into(),
         json!(utilization_method(spec.batch.nap)),
     );
