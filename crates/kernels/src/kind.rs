@@ -105,19 +105,17 @@ pub enum StreamMode {
 pub const STREAM_MODE_NAMES: &str = "plain, non_temporal";
 
 impl StreamMode {
-    /// The default: non-temporal stores, the mode that hurt a co-running
-    /// pointer chase more on the development VMs. Measured with `elfen
-    /// micro` (figure *stream interference*, `docs/micro.md`): a 3–8 MB chase
-    /// on the other vCPU next to each mode, against a compute-only
-    /// co-runner, over 5 invocations (13 runs; other processes used 0.4–12 %
-    /// of the CPU meanwhile). Both modes are close —
-    /// geometric-mean slowdowns 0.98–1.04 for plain stores, 1.00–1.10 for
-    /// non-temporal ones — but non-temporal stores were the larger in 3 of
-    /// the 5, the larger in the median (×1.030 against ×1.003), and the only
-    /// mode ever measurably (≥ 5 %) worse: ×1.10 against ×0.98, with ×1.37 on
-    /// the 6 MB chase that sits at the edge of the L3 share of the VM.
-    /// `elfen micro` re-measures it on every run.
-    pub const DEFAULT: StreamMode = StreamMode::NonTemporal;
+    /// The default: plain stores, the mode that hurt a co-running pointer
+    /// chase more on the development VMs. Measured with `elfen micro`
+    /// (figure *stream interference*, numbers in `docs/micro.md`): a 3, 4, 6
+    /// and 8 MB chase on the other vCPU next to each mode, against a
+    /// compute-only co-runner. The two modes are close and the VM is noisy,
+    /// but the one consistent effect over six invocations is plain stores
+    /// slowing the 8 MB chase more (×1.07–1.20 against ×0.98–1.13, worse in 5
+    /// of 6): a plain store brings its line into the cache hierarchy and
+    /// writes it back dirty, evicting the chase from the shared L3, which
+    /// non-temporal stores bypass. `elfen micro` re-measures it on every run.
+    pub const DEFAULT: StreamMode = StreamMode::Plain;
 
     /// Both modes.
     pub const ALL: [StreamMode; 2] = [StreamMode::Plain, StreamMode::NonTemporal];

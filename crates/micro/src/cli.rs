@@ -77,8 +77,9 @@ Stream interference
     An 8 MB (L3-resident) pointer chase on the request lane while the batch lane runs Loop \
     (compute only: the baseline) or the Stream kernel storing plainly or non-temporally: ns \
     per hop and slowdown against the baseline, at 1.5, 2, 3 and 4 times the L2. The mode \
-    with the larger geometric-mean slowdown is named worse if it is larger by at least 5 %; \
-    the Stream kernel's default is chosen from these figures (docs/micro.md).
+    whose largest slowdown over the sizes is larger by at least 5 % is named worse (the \
+    geometric mean over sizes is shown too); the Stream kernel's default is chosen from \
+    these figures (docs/micro.md).
 
 Host pauses
     Both lanes read the clock in a tight loop for 2 s (--quick 0.1 s) before the toggles; \

@@ -171,6 +171,8 @@ fn quick_run_writes_every_field() {
             spread(z, f);
         }
     }
+    num(si, "plain_slowdown_max");
+    num(si, "non_temporal_slowdown_max");
     num(si, "plain_slowdown_geomean");
     num(si, "non_temporal_slowdown_geomean");
     let worse = get(si, "worse");
