@@ -109,12 +109,14 @@ impl StreamMode {
     /// chase more on the development VMs. Measured with `elfen micro`
     /// (figure *stream interference*, numbers in `docs/micro.md`): a 3, 4, 6
     /// and 8 MB chase on the other vCPU next to each mode, against a
-    /// compute-only co-runner. The two modes are close and the VM is noisy,
-    /// but the one consistent effect over six invocations is plain stores
-    /// slowing the 8 MB chase more (×1.07–1.20 against ×0.98–1.13, worse in 5
-    /// of 6): a plain store brings its line into the cache hierarchy and
-    /// writes it back dirty, evicting the chase from the shared L3, which
-    /// non-temporal stores bypass. `elfen micro` re-measures it on every run.
+    /// compute-only co-runner, over seven invocations. The two modes are
+    /// close and the VM is noisy, but the verdict (the larger of each mode's
+    /// largest slowdown over the sizes, by ≥ 5 %) named plain stores in 5
+    /// invocations, non-temporal stores in 1, neither in 1; and plain stores
+    /// slowed the 8 MB chase more in 6 of 7 (×0.99–1.20 against ×0.98–1.13).
+    /// A plain store brings its line into the cache hierarchy and writes it
+    /// back dirty, evicting the chase from the shared L3, which non-temporal
+    /// stores bypass. `elfen micro` re-measures it on every run.
     pub const DEFAULT: StreamMode = StreamMode::Plain;
 
     /// Both modes.
