@@ -17,7 +17,7 @@
 //! Nothing here needs the child to answer, so a throttled (CFS quota)
 //! child is sampled as precisely as any other.
 
-use crate::config::{KernelName, NapKind};
+use crate::config::NapKind;
 use crate::error::{BenchError, Result};
 use crate::sys::{self, Region};
 use elfen_kernels::{Check, Kernel, KernelConfig, KernelKind, NoCheck};
@@ -120,7 +120,7 @@ impl ThreadPlan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchPlan {
     /// The kernel.
-    pub kernel: KernelName,
+    pub kernel: KernelKind,
     /// Stream buffer, MiB.
     pub stream_mib: u64,
     /// One entry per thread.

@@ -1,6 +1,6 @@
 //! `elfen bench`, `elfen report` and the hidden batch-worker subcommand.
 
-use crate::config::{self, Auto, BenchSpec, CONFIG_NAMES, ConfigKind, KERNEL_NAMES, KernelName};
+use crate::config::{self, Auto, BenchSpec, CONFIG_NAMES, ConfigKind, KERNEL_NAMES, KernelKind};
 use crate::report;
 use crate::sweep::{self, SweepOptions};
 use anyhow::{Context, bail};
@@ -141,7 +141,7 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
         spec.configs = config::parse_list(s, &ConfigKind::ALL, str::parse).context("--configs")?;
     }
     if let Some(s) = &a.kernels {
-        spec.kernels = config::parse_list(s, &KernelName::ALL, str::parse).context("--kernels")?;
+        spec.kernels = config::parse_list(s, &KernelKind::ALL, str::parse).context("--kernels")?;
     }
     if let Some(s) = &a.rps {
         spec.rps = config::parse_rps(s)?;

@@ -1,6 +1,6 @@
 //! What an experiment runs: [`BenchSpec`] (TOML with defaults, unknown keys
 //! refused), the configurations ([`ConfigKind`]) and batch kernels
-//! ([`KernelName`]) it compares, and the parsers the command line shares
+//! ([`KernelKind`]) it compares, and the parsers the command line shares
 //! with the config file.
 
 use crate::error::BenchError;
@@ -197,62 +197,7 @@ pub enum CgroupUse {
     CpuQuota,
 }
 
-/// The batch kernels (the names `elfen-kernels` uses).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KernelName {
-    /// An empty function call per unit (compute, front end only).
-    Loop,
-    /// A 5×5 matrix multiply per unit (compute, functional units).
-    Matrix,
-    /// Zeroing a 32 KB buffer per unit (flushes the L1D).
-    Flush,
-    /// Stores streaming over a buffer far beyond L2 (memory bandwidth, L3).
-    Stream,
-}
-
-/// The valid kernel names, for messages.
-pub const KERNEL_NAMES: &str = "loop, matrix, flush, stream";
-
-impl KernelName {
-    /// Every kernel.
-    pub const ALL: [KernelName; 4] = [
-        KernelName::Loop,
-        KernelName::Matrix,
-        KernelName::Flush,
-        KernelName::Stream,
-    ];
-
-    /// The name.
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelName::Loop => "loop",
-            KernelName::Matrix => "matrix",
-            KernelName::Flush => "flush",
-            KernelName::Stream => "stream",
-        }
-    }
-}
-
-impl fmt::Display for KernelName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for KernelName {
-    type Err = BenchError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let t = s.trim();
-        KernelName::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(t))
-            .ok_or_else(|| BenchError::UnknownKernel {
-                given: s.to_string(),
-                valid: KERNEL_NAMES,
-            })
-    }
-}
+pub use elfen_kernels::{KERNEL_NAMES, KernelKind};
 
 /// A value that is either derived by the harness (`"auto"`) or given.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -595,7 +540,7 @@ pub struct BenchSpec {
     /// Configurations to run (`lc_alone` is always run: it is the baseline).
     pub configs: Vec<ConfigKind>,
     /// Batch kernels; every batch configuration runs once per kernel.
-    pub kernels: Vec<KernelName>,
+    pub kernels: Vec<KernelKind>,
     /// Offered loads, requests per second; empty = derived from
     /// `rps_fractions` of the LC service's capacity measured alone.
     pub rps: Vec<f64>,
@@ -654,7 +599,7 @@ impl Default for BenchSpec {
     fn default() -> Self {
         BenchSpec {
             configs: ConfigKind::ALL.to_vec(),
-            kernels: vec![KernelName::Stream, KernelName::Matrix],
+            kernels: vec![KernelKind::Stream, KernelKind::Matrix],
             rps: Vec::new(),
             rps_fractions: vec![0.25, 0.45, 0.65, 0.8],
             duration_s: 1.0,
@@ -728,7 +673,7 @@ impl BenchSpec {
             }
         }
         self.configs = seen;
-        let mut ks: Vec<KernelName> = Vec::new();
+        let mut ks: Vec<KernelKind> = Vec::new();
         for k in &self.kernels {
             if !ks.contains(k) {
                 ks.push(*k);
@@ -844,11 +789,11 @@ pub fn check_rps(r: f64) -> Result<(), BenchError> {
 }
 
 /// Parses a comma-separated list with `parse`; `all` expands to `all`.
-pub fn parse_list<T: Clone>(
+pub fn parse_list<T: Clone, E>(
     s: &str,
     all: &[T],
-    parse: impl Fn(&str) -> Result<T, BenchError>,
-) -> Result<Vec<T>, BenchError> {
+    parse: impl Fn(&str) -> Result<T, E>,
+) -> Result<Vec<T>, E> {
     if s.trim().eq_ignore_ascii_case("all") {
         return Ok(all.to_vec());
     }
@@ -924,15 +869,15 @@ mod tests {
         );
         let e = "borrow".parse::<ConfigKind>().unwrap_err().to_string();
         assert!(e.contains("borrow") && e.contains("refresh_budget"), "{e}");
-        let e = "streem".parse::<KernelName>().unwrap_err().to_string();
+        let e = "streem".parse::<KernelKind>().unwrap_err().to_string();
         assert!(e.contains("streem") && e.contains("matrix"), "{e}");
         let e = BenchSpec::from_toml("configs = ['nope']")
             .unwrap_err()
             .to_string();
         assert!(e.contains("nope"), "{e}");
         assert_eq!(
-            parse_list("all", &KernelName::ALL, str::parse).unwrap(),
-            KernelName::ALL.to_vec()
+            parse_list("all", &KernelKind::ALL, str::parse).unwrap(),
+            KernelKind::ALL.to_vec()
         );
     }
 
@@ -976,7 +921,7 @@ mod tests {
     fn normalize_puts_the_baseline_first() {
         let mut s = BenchSpec {
             configs: vec![ConfigKind::Naive, ConfigKind::BorrowIdle, ConfigKind::Naive],
-            kernels: vec![KernelName::Stream, KernelName::Stream],
+            kernels: vec![KernelKind::Stream, KernelKind::Stream],
             ..BenchSpec::default()
         };
         s.normalize();
@@ -988,7 +933,7 @@ mod tests {
                 ConfigKind::BorrowIdle
             ]
         );
-        assert_eq!(s.kernels, vec![KernelName::Stream]);
+        assert_eq!(s.kernels, vec![KernelKind::Stream]);
         assert_eq!(
             s.batch_configs(),
             vec![ConfigKind::Naive, ConfigKind::BorrowIdle]

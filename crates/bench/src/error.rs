@@ -15,14 +15,6 @@ pub enum BenchError {
         /// The valid names.
         valid: &'static str,
     },
-    /// An unknown batch kernel name.
-    #[error("unknown kernel {given:?}: expected one of {valid}")]
-    UnknownKernel {
-        /// What was given.
-        given: String,
-        /// The valid names.
-        valid: &'static str,
-    },
     /// A value that does not parse.
     #[error("{what}: cannot parse {given:?}: expected {expected}")]
     Parse {

@@ -38,5 +38,5 @@ pub mod service;
 pub mod sweep;
 pub mod sys;
 
-pub use config::{BenchSpec, ConfigKind, KernelName};
+pub use config::{BenchSpec, ConfigKind, KernelKind};
 pub use error::BenchError;

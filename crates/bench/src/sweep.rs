@@ -20,7 +20,7 @@
 use crate::batch::{self, BatchPlan, BatchProcess, BatchSample, ThreadPlan};
 use crate::cgroup::{Cgroup, CgroupFs, Controller};
 use crate::client::{Edge, InvocationPlan, run_invocation};
-use crate::config::{Auto, BenchSpec, ConfigKind, KernelName, NapKind, Placement};
+use crate::config::{Auto, BenchSpec, ConfigKind, KernelKind, NapKind, Placement};
 use crate::demand::{self, RequestSet};
 use crate::error::{BenchError, Result};
 use crate::loadgen::{encode_histogram, mono_ns, percentiles_us, poisson_offsets};
@@ -807,7 +807,7 @@ fn configure_page(rig: &Rig, policy: u32, budget_ns: u64, nap: u32) -> Result<()
     Ok(())
 }
 
-fn batch_plan(spec: &BenchSpec, rig: &Rig, config: ConfigKind, kernel: KernelName) -> BatchPlan {
+fn batch_plan(spec: &BenchSpec, rig: &Rig, config: ConfigKind, kernel: KernelKind) -> BatchPlan {
     let l = &rig.lanes;
     let threads: Vec<ThreadPlan> = if config.policy().is_some() {
         l.batch_lanes
@@ -861,7 +861,7 @@ fn start_batch(
     ctx: &PointCtx,
     rig: &Rig,
     config: ConfigKind,
-    kernel: KernelName,
+    kernel: KernelKind,
     budget_us: Option<f64>,
 ) -> Result<BatchProcess> {
     let policy = config
@@ -892,7 +892,7 @@ fn start_batch(
 fn batch_alone(
     opts: &SweepOptions,
     rig: &Rig,
-    kernel: KernelName,
+    kernel: KernelKind,
     stop: &AtomicBool,
 ) -> Result<f64> {
     let plan = BatchPlan {
@@ -935,7 +935,7 @@ struct EdgeSample {
 #[derive(Debug, Clone, Copy)]
 struct PointSpec {
     config: ConfigKind,
-    kernel: Option<KernelName>,
+    kernel: Option<KernelKind>,
     rps: f64,
     budget_us: Option<f64>,
     reps: u32,
