@@ -174,8 +174,17 @@ fn unknown_policy_and_nap_ids() {
         &["lane 1", "unknown policy id 9"],
     );
     l.policy = PolicyKind::FixedBudget.id();
-    l.nap = 9;
     fx.page.write_controller(1, &l).unwrap();
+    // write_controller itself refuses an unknown nap id; a controller that
+    // writes the line directly (another implementation, or a bug) must still
+    // be caught at attach.
+    l.nap = 9;
+    assert!(fx.page.write_controller(1, &l).is_err());
+    fx.page
+        .controller(1)
+        .unwrap()
+        .nap
+        .store(9, std::sync::atomic::Ordering::Release);
     expect_err(
         batch(&fx.page, 1),
         &before,
