@@ -249,6 +249,9 @@ fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
     for n in &out.notes {
         println!("note: {n}");
     }
+    if let Some(w) = report::wall_breakdown(&out.result) {
+        println!("{w}");
+    }
     let dir = out
         .json_path
         .parent()

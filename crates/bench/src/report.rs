@@ -5,10 +5,16 @@
 //! read the same way and drawn dashed next to measured ones.
 //!
 //! Ratios follow resctl-bench: `p99 / base` against LC alone at the same
-//! load, and **latency impact** `max(p99 / base − 1, 0)`.
+//! load, and **latency impact** `max(p99 / base − 1, 0)`. `base` is LC
+//! alone's median p99, so `p99 / base` is a **ratio of medians**. Files
+//! measured with common random numbers (every configuration's invocation of
+//! a round draws the same arrivals and requests, `spec.resolved.seeds`) also
+//! get the **paired ratio**: the median over rounds of `p99 / LC alone's p99
+//! in the same round`, with its min and max — the host's slow noise and the
+//! draw cancel within a pair, so it is far less noisy.
 
 use crate::error::Result;
-use elfen_results::{Point, ResultFile, Source};
+use elfen_results::{Point, ResultFile, Source, Stat};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -79,6 +85,57 @@ pub fn point<'a>(
     })
 }
 
+/// Whether the file was measured with common random numbers (the seed of an
+/// invocation depends on load and round only), so that invocations of the
+/// same round of two configurations pair up.
+pub fn common_random_numbers(f: &ResultFile) -> bool {
+    f.source == Source::Measured
+        && f.spec
+            .pointer("/resolved/seeds")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|s| s.starts_with("common random numbers"))
+}
+
+/// The round of an invocation (`extra.round`, 1-based).
+fn round_of(r: &elfen_results::Rep) -> Option<u64> {
+    r.extra.get("round").map(|x| x.round() as u64)
+}
+
+/// Paired p99 ratios of `p` to `base`: for every round both measured,
+/// `p99 of p / p99 of base` in that round (rounds from `extra.round`; by
+/// position for reps without it). Empty when no round pairs up or a base
+/// p99 is not positive.
+pub fn paired_p99_ratios(p: &Point, base: &Point) -> Vec<f64> {
+    let by_round = p
+        .reps
+        .iter()
+        .chain(&base.reps)
+        .all(|r| round_of(r).is_some());
+    let mut v = Vec::new();
+    for (i, r) in p.reps.iter().enumerate() {
+        let b = if by_round {
+            base.reps.iter().find(|b| round_of(b) == round_of(r))
+        } else {
+            base.reps.get(i)
+        };
+        if let Some(b) = b.filter(|b| b.latency_us.p99 > 0.0) {
+            v.push(r.latency_us.p99 / b.latency_us.p99);
+        }
+    }
+    v
+}
+
+/// The paired ratio of `config` with `kernel` to LC alone at `rps` (median,
+/// min, max over rounds), for files with common random numbers.
+pub fn paired_ratio(f: &ResultFile, config: &str, kernel: &str, rps: f64) -> Option<Stat> {
+    if !common_random_numbers(f) || config == "lc_alone" {
+        return None;
+    }
+    let p = point(f, config, Some(kernel), rps)?;
+    let base = point(f, "lc_alone", None, rps)?;
+    Stat::of(&paired_p99_ratios(p, base))
+}
+
 fn med(p: &Point, group: &str, key: &str) -> f64 {
     let m = match group {
         "lat" => p.summary.latency_us.get(key),
@@ -100,8 +157,13 @@ pub struct Row {
     pub p99_us: f64,
     /// p99.9.
     pub p999_us: f64,
-    /// p99 / LC alone's p99 at this load.
+    /// Invocations (reps) measured.
+    pub reps: usize,
+    /// Ratio of medians: median p99 / LC alone's median p99 at this load.
     pub p99_ratio: Option<f64>,
+    /// Paired ratio: median (min, max) over rounds of p99 / LC alone's p99
+    /// in the same round (files with common random numbers only).
+    pub paired: Option<Stat>,
     /// `max(p99 / base − 1, 0)`.
     pub impact: Option<f64>,
     /// Utilization: LC, batch, total.
@@ -132,7 +194,9 @@ pub fn rows(f: &ResultFile, kernel: &str) -> Vec<Row> {
                 p50_us: med(p, "lat", "p50"),
                 p99_us: p99,
                 p999_us: med(p, "lat", "p999"),
+                reps: p.reps.len(),
                 p99_ratio: ratio,
+                paired: paired_ratio(f, &c, kernel, rps),
                 impact: ratio.map(|r| (r - 1.0).max(0.0)),
                 util: (
                     med(p, "util", "lc"),
@@ -163,16 +227,27 @@ fn slo_word(m: Option<bool>) -> &'static str {
     }
 }
 
-/// A row's cells, formatted: rps, config, p50, p99, p99.9 (ms), × base,
-/// impact, utilization LC / batch / total, progress, naps/s, SLO.
-fn cells(r: &Row) -> [String; 13] {
+/// A paired ratio as `median (min-max)`.
+fn paired_cell(p: Option<Stat>) -> String {
+    match p {
+        Some(s) => format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max),
+        None => "-".into(),
+    }
+}
+
+/// A row's cells, formatted: rps, config, n, p50, p99, p99.9 (ms), × base
+/// (ratio of medians), paired ratio, impact, utilization LC / batch /
+/// total, progress, naps/s, SLO.
+fn cells(r: &Row) -> [String; 15] {
     [
         format!("{:.0}", r.rps),
         r.config.clone(),
+        r.reps.to_string(),
         format!("{:.2}", r.p50_us / 1e3),
         format!("{:.2}", r.p99_us / 1e3),
         format!("{:.2}", r.p999_us / 1e3),
         opt(r.p99_ratio, 2),
+        paired_cell(r.paired),
         r.impact
             .map(|i| format!("{:.0}%", i * 100.0))
             .unwrap_or("-".into()),
@@ -231,13 +306,45 @@ pub fn noise(f: &ResultFile) -> Option<String> {
     ))
 }
 
+/// Where a sweep's wall time went (`spec.resolved.wall_breakdown_s`), one
+/// line; `None` for files without it.
+pub fn wall_breakdown(f: &ResultFile) -> Option<String> {
+    let wall = f.spec.pointer("/resolved/wall_s")?.as_f64()?;
+    let parts = f.spec.pointer("/resolved/wall_breakdown_s")?.as_object()?;
+    let get = |k: &str| parts.get(k).and_then(serde_json::Value::as_f64);
+    let mut v = Vec::new();
+    for (k, name) in [
+        ("setup", "setup (calibration, demand alone)"),
+        ("probe", "capacity probe"),
+        ("batch_alone", "batch alone"),
+        ("pre_sweep", "knee pre-sweep"),
+        ("points", "points"),
+        ("re_runs", "disturbed re-runs"),
+        ("saving", "saving"),
+        ("other", "other"),
+    ] {
+        if let Some(x) = get(k) {
+            let mut s = format!("{name} {x:.1} s");
+            if k == "points" {
+                if let Some(b) = get("points_batch_start_stop") {
+                    let _ = write!(s, " (of which batch start/settle/stop {b:.1} s)");
+                }
+            }
+            v.push(s);
+        }
+    }
+    Some(format!("wall time {wall:.0} s: {}", v.join(", ")))
+}
+
 /// The side-by-side table for the terminal: one block per kernel.
 pub fn terminal_table(f: &ResultFile) -> String {
     let mut s = String::new();
     let slo = slo_us(f);
     let _ = writeln!(
         s,
-        "SLO: p99 <= {}   latency in ms, from each request's intended send time; x base = p99 / LC alone's;\n\
+        "SLO: p99 <= {}   latency in ms (medians over n invocations), from each request's intended send time;\n\
+         x base = median p99 / LC alone's median p99 (ratio of medians); paired x = median (min-max) over rounds of\n\
+         p99 / LC alone's p99 in the same round (same arrivals and requests: common random numbers);\n\
          utilization: sum over lanes of busy fraction (1 lane = 1.0); progress: batch work vs. the kernel alone",
         slo.map(|v| format!("{:.2} ms", v / 1e3))
             .unwrap_or("-".into())
@@ -252,7 +359,7 @@ pub fn terminal_table(f: &ResultFile) -> String {
     for k in ks {
         let _ = writeln!(
             s,
-            "\n{}\n{:>7}  {:<16}{:>7}{:>8}{:>8}{:>8}{:>8}{:>7}{:>7}{:>7}{:>9}{:>9}{:>6}",
+            "\n{}\n{:>7}  {:<16}{:>3}{:>7}{:>8}{:>8}{:>8}{:>19}{:>8}{:>7}{:>7}{:>7}{:>9}{:>9}{:>6}",
             if k.is_empty() {
                 "LC alone".to_string()
             } else {
@@ -260,10 +367,12 @@ pub fn terminal_table(f: &ResultFile) -> String {
             },
             "rps",
             "config",
+            "n",
             "p50",
             "p99",
             "p99.9",
             "x base",
+            "paired x",
             "impact",
             "lc",
             "batch",
@@ -279,7 +388,7 @@ pub fn terminal_table(f: &ResultFile) -> String {
             }
             last = Some(r.rps);
             let c = cells(&r);
-            let w = [7, 16, 7, 8, 8, 8, 8, 7, 7, 7, 9, 9, 6];
+            let w = [7, 16, 3, 7, 8, 8, 8, 19, 8, 7, 7, 7, 9, 9, 6];
             let _ = write!(s, "{:>7}  {:<16}", c[0], c[1]);
             for (cell, width) in c.iter().zip(w).skip(2) {
                 let _ = write!(s, "{cell:>width$}");
@@ -293,8 +402,8 @@ pub fn terminal_table(f: &ResultFile) -> String {
 /// The same table in Markdown.
 pub fn markdown_table(f: &ResultFile, kernel: &str) -> String {
     let mut s = String::from(
-        "| rps | config | p50 ms | p99 ms | p99.9 ms | p99 × base | latency impact | util LC | util batch | util total | progress | naps/s | SLO |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| rps | config | n | p50 ms | p99 ms | p99.9 ms | p99 × base (ratio of medians) | paired p99 ratio, median (min–max) | latency impact | util LC | util batch | util total | progress | naps/s | SLO |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows(f, kernel) {
         let _ = writeln!(s, "| {} |", cells(&r).join(" | "));
@@ -346,7 +455,7 @@ pub fn figures(f: &ResultFile) -> Vec<Figure> {
         }
         out.push(Figure {
             claim: format!(
-                "borrow idle ({k}): p99 within +5% or +0.2 ms of LC alone wherever LC alone meets the SLO, total utilization >= 0.9"
+                "borrow idle ({k}), ratio of medians: p99 within +5% or +0.2 ms of LC alone wherever LC alone meets the SLO, total utilization >= 0.9"
             ),
             met: verdict,
             detail: if detail.is_empty() {
@@ -355,6 +464,49 @@ pub fn figures(f: &ResultFile) -> Vec<Figure> {
                 detail.join("; ")
             },
         });
+        // The same claim judged by the paired ratio (common random numbers
+        // only): the median over rounds of borrow idle's p99 / LC alone's
+        // p99 in the same round must be <= max(1.05, 1 + 0.2 ms / LC
+        // alone's median p99).
+        if common_random_numbers(f) {
+            let mut verdict = None::<bool>;
+            let mut detail = Vec::new();
+            for &rps in loads.iter().filter(|&&r| lc_ok(r)) {
+                let (Some(b), Some(base), Some(pr)) = (
+                    point(f, "borrow_idle", Some(&k), rps),
+                    point(f, "lc_alone", None, rps),
+                    paired_ratio(f, "borrow_idle", &k, rps),
+                ) else {
+                    continue;
+                };
+                let p99b = med(base, "lat", "p99");
+                let allowed = 1.05f64.max(1.0 + 200.0 / p99b);
+                let util = med(b, "util", "total");
+                let ok = pr.median <= allowed && util >= 0.9;
+                verdict = Some(verdict.unwrap_or(true) && ok);
+                detail.push(format!(
+                    "{rps:.0} rps: paired {:.2}x ({:.2}-{:.2}, {} rounds; allowed {:.2}x), util {:.2}{}",
+                    pr.median,
+                    pr.min,
+                    pr.max,
+                    paired_p99_ratios(b, base).len(),
+                    allowed,
+                    util,
+                    if ok { "" } else { " ✗" }
+                ));
+            }
+            out.push(Figure {
+                claim: format!(
+                    "borrow idle ({k}), paired: median over rounds of p99 / LC alone's p99 in the same round <= max(1.05, 1 + 0.2 ms / LC alone's p99) wherever LC alone meets the SLO, total utilization >= 0.9"
+                ),
+                met: verdict,
+                detail: if detail.is_empty() {
+                    "no load where LC alone meets the SLO and borrow idle ran".into()
+                } else {
+                    detail.join("; ")
+                },
+            });
+        }
     }
     // 2. naive + stream degrades
     {
@@ -377,8 +529,11 @@ pub fn figures(f: &ResultFile) -> Vec<Figure> {
             met: best.map(|(_, a, b)| a >= 1.2 * b && a >= b + 200.0),
             detail: best
                 .map(|(r, a, b)| {
+                    let paired = paired_ratio(f, "naive", "stream", r)
+                        .map(|s| format!("; paired {:.2}x ({:.2}-{:.2})", s.median, s.min, s.max))
+                        .unwrap_or_default();
                     format!(
-                        "worst at {r:.0} rps: p99 {:.2} ms vs {:.2} ms alone ({:.2}x)",
+                        "worst at {r:.0} rps: p99 {:.2} ms vs {:.2} ms alone ({:.2}x, ratio of medians{paired})",
                         a / 1e3,
                         b / 1e3,
                         a / b
@@ -606,6 +761,10 @@ pub fn write_report(inputs: &[Input], out_dir: &Path) -> Result<(PathBuf, Vec<St
             "utilization_method",
             "batch_alone_units_per_s",
             "budget_us_by_rps",
+            "budget_source",
+            "order",
+            "seeds",
+            "reps_planned",
             "notes",
             "load_before",
             "load_after",
@@ -614,6 +773,9 @@ pub fn write_report(inputs: &[Input], out_dir: &Path) -> Result<(PathBuf, Vec<St
             if let Some(v) = resolved_str(f, key) {
                 let _ = writeln!(md, "- **{key}**: {v}");
             }
+        }
+        if let Some(w) = wall_breakdown(f) {
+            let _ = writeln!(md, "- **wall time breakdown**: {w}");
         }
         if let Some(n) = noise(f) {
             let _ = writeln!(md, "- **noise**: {n}");
@@ -683,7 +845,13 @@ mod tests {
             "elfen bench --test".into(),
             {
                 let mut spec = serde_json::to_value(crate::config::BenchSpec::default()).unwrap();
-                spec["resolved"] = serde_json::json!({"slo_source": "given", "wall_s": 120.0});
+                spec["resolved"] = serde_json::json!({
+                    "slo_source": "given",
+                    "wall_s": 120.0,
+                    "wall_breakdown_s": {"setup": 3.0, "points": 110.0,
+                        "points_batch_start_stop": 9.0, "re_runs": 5.0, "other": 2.0},
+                    "seeds": crate::sweep::SEEDS_NOTE,
+                });
                 spec
             },
             serde_json::json!({}),
@@ -780,6 +948,84 @@ mod tests {
         let t = terminal_table(&f);
         assert!(t.contains("borrow_idle") && t.contains("3.00 ms"), "{t}");
         assert!(markdown_table(&f, "stream").contains("| 500 | naive |"));
+    }
+
+    /// A point of `config` whose reps have `p99s` (ms) in rounds 1, 2, ….
+    fn rounds(config: &str, batch: Option<&str>, p99s: &[f64]) -> Point {
+        let f = synthetic(Source::Measured);
+        let mut p = f
+            .points
+            .iter()
+            .find(|p| p.config == config && p.batch.as_deref() == batch)
+            .unwrap()
+            .clone();
+        let one = p.reps[0].clone();
+        p.reps = p99s
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| {
+                let mut r = one.clone();
+                r.latency_us.p99 = ms * 1e3;
+                r.extra.insert("round".into(), (i + 1) as f64);
+                r
+            })
+            .collect();
+        p.summary = Summary::of(&p.reps, Some(50_000.0));
+        p.rps_target = 500.0;
+        p
+    }
+
+    #[test]
+    fn paired_ratios_pair_invocations_of_the_same_round() {
+        let base = rounds("lc_alone", None, &[10.0, 11.0, 40.0]);
+        let mut bi = rounds("borrow_idle", Some("stream"), &[30.0, 11.2, 41.0]);
+        let r = paired_p99_ratios(&bi, &base);
+        assert_eq!(r.len(), 3);
+        assert!((r[0] - 3.0).abs() < 1e-9 && (r[2] - 41.0 / 40.0).abs() < 1e-9);
+        // an interrupted point: rounds 1 and 3 only, out of order
+        bi.reps.remove(1);
+        bi.reps.reverse();
+        let r = paired_p99_ratios(&bi, &base);
+        assert_eq!(r.len(), 2);
+        assert!((r[0] - 41.0 / 40.0).abs() < 1e-9 && (r[1] - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn both_verdicts_are_given_and_can_differ() {
+        // Round 1 of borrow idle hit a noisy second, round 3 of LC alone
+        // another: the ratio of medians (30 / 11 ms) fails, the paired
+        // ratio (median of 3.0, 1.018, 1.025) passes.
+        let mut f = synthetic(Source::Measured);
+        f.points
+            .retain(|p| p.rps_target != 500.0 || p.config == "naive");
+        f.points.push(rounds("lc_alone", None, &[10.0, 11.0, 40.0]));
+        f.points
+            .push(rounds("borrow_idle", Some("stream"), &[30.0, 11.2, 41.0]));
+        let figs = figures(&f);
+        let of = |s: &str| figs.iter().find(|x| x.claim.starts_with(s)).unwrap();
+        let medians = of("borrow idle (stream), ratio of medians");
+        let paired = of("borrow idle (stream), paired");
+        assert_eq!(medians.met, Some(false), "{}", medians.detail);
+        assert_eq!(paired.met, Some(true), "{}", paired.detail);
+        assert!(
+            paired.detail.contains("(1.02-3.00, 3 rounds"),
+            "{}",
+            paired.detail
+        );
+        let table = rows(&f, "stream");
+        let bi = table
+            .iter()
+            .find(|r| r.config == "borrow_idle" && r.rps == 500.0)
+            .unwrap();
+        assert_eq!(bi.reps, 3);
+        assert!((bi.p99_ratio.unwrap() - 30.0 / 11.0).abs() < 1e-9);
+        assert!((bi.paired.unwrap().median - 41.0 / 40.0).abs() < 1e-9);
+        let t = terminal_table(&f);
+        assert!(t.contains("(1.02-3.00)") && t.contains("paired x"), "{t}");
+        // without common random numbers there is no paired figure or column
+        f.spec["resolved"]["seeds"] = serde_json::json!("per configuration");
+        assert!(figures(&f).iter().all(|x| !x.claim.contains("paired")));
+        assert!(rows(&f, "stream").iter().all(|r| r.paired.is_none()));
     }
 
     #[test]

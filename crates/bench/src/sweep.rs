@@ -10,12 +10,21 @@
 //!    no load — the progress baseline.
 //! 5. The SLO: given, or the knee of an LC-alone pre-sweep (one invocation
 //!    per load).
-//! 6. Per load, ascending: `lc_alone` (the baseline of that load and its
-//!    budget: given, or SLO headroom), then every batch configuration ×
-//!    kernel — so each comparison is between measurements close in time.
+//! 6. Per load, ascending, in **interleaved rounds**: round 1 of every
+//!    (configuration, kernel) — `lc_alone` first, whose round-1 p99 sets
+//!    the automatic budget of that load — then round 2 of every one, and so
+//!    on, so slow drift of the host hits every configuration alike. Every
+//!    invocation starts its own batch process.
+//! 7. **Common random numbers**: the seed of an invocation depends on the
+//!    load and the round only ([`invocation_seed`]), so within a round every
+//!    configuration sends the same arrivals and the same requests, and a
+//!    ratio to LC alone in the same round compares configurations, not
+//!    draws (`elfen report`'s paired ratio).
 //!
-//! After every finished point the result file is saved (atomically), so an
-//! interrupted sweep keeps all of them.
+//! The result file is saved (atomically) after every round and on
+//! interruption, with every point's finished invocations (`reps`) and
+//! summaries over them, so an interrupted sweep keeps what it measured.
+//! `spec.resolved.wall_breakdown_s` says where the wall time went.
 
 use crate::batch::{self, BatchPlan, BatchProcess, BatchSample, ThreadPlan};
 use crate::cgroup::{Cgroup, CgroupFs, Controller};
@@ -164,37 +173,183 @@ fn round2(x: f64) -> f64 {
     (x / mag).round() * mag
 }
 
+/// splitmix64's finalizer: a bijective mix of 64 bits.
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// How the main sweep orders its invocations (for the result file).
+pub const ORDER_NOTE: &str = "interleaved: per load (ascending), round 1 of every (configuration, \
+     kernel) with lc_alone first, then round 2 of every one, ...; a fresh batch process per \
+     invocation";
+
+/// How invocations are seeded (for the result file).
+pub const SEEDS_NOTE: &str = "common random numbers: the seed of an invocation depends on the \
+     sweep's seed, the load and the round only, so every configuration and kernel sends the same \
+     arrivals and requests in a round; a disturbed invocation run again reuses its round's seed; \
+     probe and pre-sweep draw seeds of their own";
+
+/// Where the automatic budget comes from (for the result file).
+pub const BUDGET_NOTE: &str = "auto: SLO minus the p99 of round 1's lc_alone invocation at the \
+     load (run just before the budget configurations of round 1), at least 0";
+
+/// The round number the capacity probe and the knee pre-sweep draw their
+/// seeds with: never a round of the main sweep, so their arrivals are not
+/// those of round 1.
+pub const PRESWEEP_ROUND: u32 = u32::MAX;
+
+/// The seed of invocation `round` (0-based) at load `rps`: **common random
+/// numbers** — it depends on the sweep's seed, the load and the round only,
+/// never on the configuration or the kernel, so every configuration's
+/// invocation of a round sends the same requests at the same intended
+/// times. A disturbed invocation run again reuses it (so the kept attempt of
+/// a round has that round's draw, whichever attempt is kept).
+pub fn invocation_seed(seed: u64, rps: f64, round: u32) -> u64 {
+    mix64(mix64(seed ^ mix64(rps.to_bits())) ^ u64::from(round))
+}
+
+/// One (configuration, kernel) of a load: `lc_alone` has no kernel.
+pub type Slot = (ConfigKind, Option<KernelKind>);
+
+/// The (configuration, kernel) pairs of one round at a load, in the order
+/// they run: `lc_alone` first (the budget policies' budget comes from its
+/// round-1 invocation), then every batch configuration with each kernel.
+pub fn round_slots(batch_configs: &[ConfigKind], kernels: &[KernelKind]) -> Vec<Slot> {
+    let mut v: Vec<Slot> = vec![(ConfigKind::LcAlone, None)];
+    for &k in kernels {
+        for &c in batch_configs.iter().filter(|c| c.has_batch()) {
+            v.push((c, Some(k)));
+        }
+    }
+    v
+}
+
+/// The invocations of one load, interleaved: round 1 of every slot, then
+/// round 2 of every slot, … — `(round, slot index)`, rounds 0-based — so
+/// slow drift of the host hits every configuration alike.
+pub fn interleaved(slots: usize, reps: u32) -> Vec<(u32, usize)> {
+    (0..reps)
+        .flat_map(|r| (0..slots).map(move |i| (r, i)))
+        .collect()
+}
+
+/// The invocations of one point collected so far.
+#[derive(Debug, Clone)]
+struct PointAcc {
+    config: ConfigKind,
+    kernel: Option<KernelKind>,
+    rps: f64,
+    reps: Vec<Rep>,
+    idle: Distribution,
+    service: Distribution,
+}
+
+impl PointAcc {
+    fn new(config: ConfigKind, kernel: Option<KernelKind>, rps: f64) -> PointAcc {
+        PointAcc {
+            config,
+            kernel,
+            rps,
+            reps: Vec::new(),
+            idle: crate::service::idle_buckets(),
+            service: latency_buckets(),
+        }
+    }
+
+    fn push(&mut self, (rep, idle, service): (Rep, Distribution, Distribution)) {
+        merge(&mut self.idle, &idle);
+        merge(&mut self.service, &service);
+        self.reps.push(rep);
+    }
+
+    fn point(&self, slo_us: Option<f64>) -> Point {
+        let mut distributions = BTreeMap::new();
+        distributions.insert("idle_periods".into(), self.idle.clone());
+        distributions.insert("service".into(), self.service.clone());
+        Point {
+            config: self.config.name().into(),
+            batch: self.kernel.map(|k| k.name().to_string()),
+            rps_target: self.rps,
+            summary: Summary::of(&self.reps, slo_us),
+            reps: self.reps.clone(),
+            distributions,
+        }
+    }
+}
+
+/// The points of the result file: every point with at least one finished
+/// invocation (`reps` holds exactly those), summaries over them.
+fn points_of(accs: &[PointAcc], slo_us: Option<f64>) -> Vec<Point> {
+    accs.iter()
+        .filter(|a| !a.reps.is_empty())
+        .map(|a| a.point(slo_us))
+        .collect()
+}
+
+/// Which part of the sweep an invocation belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The capacity probe.
+    Probe,
+    /// The knee pre-sweep.
+    PreSweep,
+    /// The interleaved rounds.
+    Main,
+}
+
+/// The parts of the wall-time breakdown, in the order printed.
+const PARTS: [&str; 9] = [
+    "setup",
+    "probe",
+    "batch_alone",
+    "pre_sweep",
+    "points",
+    "points_batch_start_stop",
+    "re_runs",
+    "saving",
+    "other",
+];
+
 struct Progress {
-    /// Points planned and done (the counter shown).
+    /// Invocations planned and done (re-runs are not counted).
     total: usize,
     done: usize,
-    /// Invocations planned and done (the ETA's unit: points differ in reps).
-    inv_total: usize,
-    inv_done: usize,
+    /// When the counted invocations started (the ETA's clock).
     started: Instant,
     tty: bool,
     enabled: bool,
     guess_inv_s: f64,
+    /// Wall time by part of the sweep ([`PARTS`]), s.
+    parts: BTreeMap<&'static str, f64>,
 }
 
 impl Progress {
+    fn charge(&mut self, part: &'static str, since: Instant) {
+        debug_assert!(PARTS.contains(&part));
+        *self.parts.entry(part).or_insert(0.0) += since.elapsed().as_secs_f64();
+    }
+
     fn eta_s(&self) -> f64 {
-        let per = if self.inv_done > 0 {
-            self.started.elapsed().as_secs_f64() / self.inv_done as f64
+        let per = if self.done > 0 {
+            self.started.elapsed().as_secs_f64() / self.done as f64
         } else {
             self.guess_inv_s
         };
-        per * self.inv_total.saturating_sub(self.inv_done) as f64
+        per * self.total.saturating_sub(self.done) as f64
     }
 
-    fn show(&self, label: &str, rep: u32, reps: u32) {
+    /// The live line; without a terminal, one line per round (`first`).
+    fn show(&self, label: &str, first: bool) {
         if !self.enabled {
             return;
         }
         let eta = self.eta_s().round() as u64;
         let line = format!(
-            "[{:>3}/{}] {label} · rep {rep}/{reps} · ETA {}m{:02}s",
-            self.done + 1,
+            "[{:>3}/{}] {label} · ETA {}m{:02}s",
+            (self.done + 1).min(self.total.max(1)),
             self.total,
             eta / 60,
             eta % 60
@@ -202,7 +357,7 @@ impl Progress {
         let mut e = std::io::stderr().lock();
         if self.tty {
             let _ = write!(e, "\r\x1b[2K{line}");
-        } else if rep == 1 {
+        } else if first {
             let _ = writeln!(e, "{line}");
         }
         let _ = e.flush();
@@ -355,9 +510,8 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
         started: Instant::now(),
         tty: unsafe { libc::isatty(2) } == 1,
         enabled: opts.progress,
-        inv_total: 0,
-        inv_done: 0,
-        guess_inv_s: spec.duration_s + spec.warmup_s + 0.1,
+        guess_inv_s: spec.duration_s + spec.warmup_s + 0.15,
+        parts: BTreeMap::new(),
     };
     progress.say(&format!(
         "elfen bench: request lane cpu {}, batch lane(s) cpu {}, generator on cpu {}; {}",
@@ -468,26 +622,27 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     // VMs 1.5-3x after idle gaps: see docs/harness.md, "Noise"), so the
     // automatic loads derive from the mean service time measured by one LC
     // alone invocation at 30% of the back-to-back capacity.
+    progress.charge("setup", started);
+    let empty = BTreeMap::new();
+    let pctx = PointCtx {
+        opts: &opts,
+        spec: &spec,
+        addr,
+        steps_per_us,
+        alone: &empty,
+        stop,
+    };
     let capacity = if spec.rps.is_empty() {
         let probe_rps = round2(0.3 * closed_capacity).max(1.0);
-        let empty = BTreeMap::new();
-        let pctx = PointCtx {
-            opts: &opts,
-            spec: &spec,
-            addr,
-            steps_per_us,
-            alone: &empty,
-            stop,
-        };
         progress.total = 1;
-        let p = run_point(
+        let (probe, _, _) = run_measured(
             &pctx,
             &mut rig,
             &mut progress,
-            PointSpec::lc_alone(probe_rps, 1, "capacity probe: "),
+            Phase::Probe,
+            Inv::lc_alone(probe_rps, PRESWEEP_ROUND),
         )?;
-        let util = p.summary.utilization["lc"].median;
-        let service_us = util / probe_rps * 1e6;
+        let service_us = probe.utilization.lc / probe_rps * 1e6;
         resolved.insert("open_loop_probe_rps".into(), json!(probe_rps));
         resolved.insert("open_loop_service_mean_us".into(), json!(service_us));
         if service_us.is_finite() && service_us > 0.0 {
@@ -504,6 +659,7 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
 
     // ---------------------------------------------------------------- batch alone
     let batch_configs = spec.batch_configs();
+    let t = Instant::now();
     let mut alone: BTreeMap<String, f64> = BTreeMap::new();
     if !batch_configs.is_empty() {
         for &k in &spec.kernels {
@@ -517,6 +673,7 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
         }
     }
     resolved.insert("batch_alone_units_per_s".into(), json!(alone));
+    progress.charge("batch_alone", t);
 
     let mut spec_json = serde_json::to_value(&spec).unwrap_or(json!({}));
     let set_spec = |result: &mut ResultFile,
@@ -531,16 +688,18 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
         result.spec = spec_json.clone();
     };
     set_spec(&mut result, &mut spec_json, &resolved);
+    let t = Instant::now();
     result.save(&opts.json_path)?;
+    progress.charge("saving", t);
 
     let presweep = if spec.slo_p99_ms.value().is_some() {
         0
     } else {
         rps.len()
     };
-    progress.total = presweep + rps.len() * (1 + spec.kernels.len() * batch_configs.len());
-    progress.inv_total = presweep + (progress.total - presweep) * spec.reps as usize;
-    progress.inv_done = 0;
+    let slots = round_slots(&batch_configs, &spec.kernels);
+    progress.total = presweep + rps.len() * slots.len() * spec.reps as usize;
+    progress.done = 0;
     progress.started = Instant::now();
     let mut interrupted = false;
     let ctx = PointCtx {
@@ -553,25 +712,22 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     };
 
     // ---------------------------------------------------------------- the SLO
-    // With `auto`, a quick LC-alone pre-sweep (one invocation per load) finds
-    // the knee; the LC-alone points of the table are measured again below,
-    // each next to the batch configurations of its load, so that every
-    // comparison is between measurements minutes apart at most.
+    // With `auto`, a quick LC-alone pre-sweep (one invocation per load, with
+    // seeds of their own) finds the knee; the LC-alone points of the table
+    // are measured again below, interleaved with the batch configurations.
     let (slo_us, slo_source) = if spec.slo_p99_ms.value().is_some() {
         derive_slo(&spec, &[], demand_p99)
     } else {
         let mut pre: Vec<(f64, f64)> = Vec::new();
         for &r in &rps {
-            match run_point(
+            match run_measured(
                 &ctx,
                 &mut rig,
                 &mut progress,
-                PointSpec::lc_alone(r, 1, "knee pre-sweep: "),
+                Phase::PreSweep,
+                Inv::lc_alone(r, PRESWEEP_ROUND),
             ) {
-                Ok(p) => {
-                    pre.push((r, p.summary.latency_us["p99"].median));
-                    progress.done += 1;
-                }
+                Ok((rep, _, _)) => pre.push((r, rep.latency_us.p99)),
                 Err(BenchError::Interrupted) => {
                     interrupted = true;
                     break;
@@ -588,77 +744,99 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     };
     resolved.insert("slo_p99_us".into(), json!(slo_us));
     resolved.insert("slo_source".into(), json!(slo_source));
+    resolved.insert("order".into(), json!(ORDER_NOTE));
+    resolved.insert("seeds".into(), json!(SEEDS_NOTE));
+    resolved.insert(
+        "budget_source".into(),
+        json!(match spec.budget_us {
+            Auto::Value(_) => "given".to_string(),
+            Auto::Auto => BUDGET_NOTE.to_string(),
+        }),
+    );
+    resolved.insert("reps_planned".into(), json!(spec.reps));
     set_spec(&mut result, &mut spec_json, &resolved);
+    let t = Instant::now();
     result.save(&opts.json_path)?;
+    progress.charge("saving", t);
     if let Some(s) = slo_us {
         progress.say(&format!("SLO p99 {:.2} ms ({slo_source})", s / 1e3));
     }
 
     // ---------------------------------------------------------------- every load
+    // Per load, in rounds: round 1 of every (configuration, kernel), LC
+    // alone first, then round 2 of every one, …; every configuration's
+    // invocation of a round draws the same seed. The file is saved after
+    // every round.
+    let mut accs: Vec<PointAcc> = Vec::new();
     let mut budgets: BTreeMap<String, f64> = BTreeMap::new();
     'outer: for &r in &rps {
         if interrupted {
             break;
         }
-        let base = match run_point(
-            &ctx,
-            &mut rig,
-            &mut progress,
-            PointSpec::lc_alone(r, spec.reps, ""),
-        ) {
-            Ok(mut p) => {
-                p.summary = Summary::of(&p.reps, slo_us);
-                let p99 = p.summary.latency_us["p99"].median;
-                result.points.push(p);
-                result.save(&opts.json_path)?;
-                progress.done += 1;
-                p99
-            }
-            Err(BenchError::Interrupted) => {
-                interrupted = true;
-                break;
-            }
-            Err(e) => return Err(e),
-        };
-        let budget = budget_us(&spec, slo_us, Some(base));
-        budgets.insert(format!("{r}"), budget);
-        resolved.insert("budget_us_by_rps".into(), json!(budgets));
-        set_spec(&mut result, &mut spec_json, &resolved);
-        for &k in &spec.kernels {
-            for &c in &batch_configs {
-                let b = c.uses_budget().then_some(budget);
-                match run_point(
-                    &ctx,
-                    &mut rig,
-                    &mut progress,
-                    PointSpec {
-                        config: c,
-                        kernel: Some(k),
-                        rps: r,
-                        budget_us: b,
-                        reps: spec.reps,
-                        tag: "",
-                    },
-                ) {
-                    Ok(mut p) => {
-                        p.summary = Summary::of(&p.reps, slo_us);
-                        result.points.push(p);
-                        result.save(&opts.json_path)?;
-                        progress.done += 1;
-                    }
-                    Err(BenchError::Interrupted) => {
-                        interrupted = true;
-                        break 'outer;
-                    }
-                    Err(e) => return Err(e),
+        let first = accs.len();
+        accs.extend(slots.iter().map(|&(c, k)| PointAcc::new(c, k, r)));
+        let mut budget = spec.budget_us.value();
+        for (round, i) in interleaved(slots.len(), spec.reps) {
+            let (config, kernel) = slots[i];
+            let inv = Inv {
+                config,
+                kernel,
+                rps: r,
+                budget_us: config.uses_budget().then(|| budget.unwrap_or(0.0)),
+                round,
+            };
+            match run_measured(&ctx, &mut rig, &mut progress, Phase::Main, inv) {
+                Ok(m) => accs[first + i].push(m),
+                Err(BenchError::Interrupted) => {
+                    interrupted = true;
+                    break 'outer;
                 }
+                Err(e) => return Err(e),
+            }
+            if config == ConfigKind::LcAlone && round == 0 && budget.is_none() {
+                let lc_p99 = accs[first].reps[0].latency_us.p99;
+                let b = budget_us(&spec, slo_us, Some(lc_p99));
+                budget = Some(b);
+                budgets.insert(format!("{r}"), b);
+                resolved.insert("budget_us_by_rps".into(), json!(budgets));
+                set_spec(&mut result, &mut spec_json, &resolved);
+            }
+            if i + 1 == slots.len() {
+                let t = Instant::now();
+                result.points = points_of(&accs, slo_us);
+                result.save(&opts.json_path)?;
+                progress.charge("saving", t);
             }
         }
     }
+    // An interruption keeps every invocation finished so far.
+    result.points = points_of(&accs, slo_us);
     progress.finish();
-    resolved.insert("wall_s".into(), json!(started.elapsed().as_secs_f64()));
     resolved.insert("load_after".into(), json!(loadavg()));
     resolved.insert("interrupted".into(), json!(interrupted));
+    set_spec(&mut result, &mut spec_json, &resolved);
+    let t = Instant::now();
+    result.save(&opts.json_path)?;
+    progress.charge("saving", t);
+    // The breakdown covers the sweep up to here; the final save repeats
+    // with it (a few ms, not counted).
+    let wall = started.elapsed().as_secs_f64();
+    let known: f64 = progress
+        .parts
+        .iter()
+        .filter(|(k, _)| **k != "points_batch_start_stop")
+        .map(|(_, v)| v)
+        .sum();
+    progress.parts.insert("other", (wall - known).max(0.0));
+    let breakdown: serde_json::Map<String, serde_json::Value> = PARTS
+        .iter()
+        .filter_map(|k| progress.parts.get(k).map(|v| ((*k).to_string(), json!(v))))
+        .collect();
+    resolved.insert("wall_s".into(), json!(wall));
+    resolved.insert(
+        "wall_breakdown_s".into(),
+        serde_json::Value::Object(breakdown),
+    );
     set_spec(&mut result, &mut spec_json, &resolved);
     result.save(&opts.json_path)?;
     drop(rig);
@@ -931,103 +1109,159 @@ struct EdgeSample {
     own_ticks: u64,
 }
 
-/// One point to run.
+/// One invocation to run.
 #[derive(Debug, Clone, Copy)]
-struct PointSpec {
+struct Inv {
     config: ConfigKind,
     kernel: Option<KernelKind>,
     rps: f64,
     budget_us: Option<f64>,
-    reps: u32,
-    /// Shown before the label in the progress line.
-    tag: &'static str,
+    /// The round (0-based; [`PRESWEEP_ROUND`] for the probe and pre-sweep):
+    /// with the load, it alone sets the seed.
+    round: u32,
 }
 
-impl PointSpec {
-    fn lc_alone(rps: f64, reps: u32, tag: &'static str) -> PointSpec {
-        PointSpec {
+impl Inv {
+    fn lc_alone(rps: f64, round: u32) -> Inv {
+        Inv {
             config: ConfigKind::LcAlone,
             kernel: None,
             rps,
             budget_us: None,
-            reps,
-            tag,
+            round,
         }
     }
 }
 
-fn run_point(
+/// A measured invocation: its `Rep` and the idle-period and service-time
+/// distributions of its window.
+type Measured = (Rep, Distribution, Distribution);
+
+/// Runs one invocation: a fresh batch process (if the configuration has
+/// one) is started, settles, runs through the invocation and is killed, so
+/// every invocation of the interleaved rounds starts alike. An invocation
+/// during which other processes or the host took more than
+/// `disturbed_lanes` of the machine is run again, with the same seed (up to
+/// `disturbed_retries` times; the least disturbed attempt is kept and
+/// `extra.disturbed_retries` counts the re-runs).
+fn run_measured(
     ctx: &PointCtx,
     rig: &mut Rig,
     progress: &mut Progress,
-    ps: PointSpec,
-) -> Result<Point> {
+    phase: Phase,
+    inv: Inv,
+) -> Result<Measured> {
     check_stop(ctx.stop)?;
     let spec = ctx.spec;
-    let PointSpec {
-        config,
-        kernel,
-        rps,
-        budget_us,
-        reps: reps_n,
-        tag,
-    } = ps;
-    let label = match kernel {
-        Some(k) => format!("{tag}{config} · {k} @ {rps:.0} rps"),
-        None => format!("{tag}{config} @ {rps:.0} rps"),
+    let what = match inv.kernel {
+        Some(k) => format!("{} · {k} @ {:.0} rps", inv.config, inv.rps),
+        None => format!("{} @ {:.0} rps", inv.config, inv.rps),
     };
-    progress.show(&label, 1, reps_n);
-    let mut bp = match kernel {
+    let (label, part, first) = match phase {
+        Phase::Probe => (format!("capacity probe: {what}"), "probe", true),
+        Phase::PreSweep => (format!("knee pre-sweep: {what}"), "pre_sweep", true),
+        Phase::Main => (
+            format!("round {}/{} · {what}", inv.round + 1, spec.reps),
+            "points",
+            inv.config == ConfigKind::LcAlone,
+        ),
+    };
+    progress.show(&label, first);
+    let seed = invocation_seed(spec.seed, inv.rps, inv.round);
+    let mut kept = attempt(ctx, rig, progress, part, inv, seed)?;
+    let mut retries = 0;
+    while disturbance(&kept.0) > spec.disturbed_lanes && retries < spec.disturbed_retries {
+        retries += 1;
+        let again = attempt(
+            ctx,
+            rig,
+            progress,
+            if phase == Phase::Main {
+                "re_runs"
+            } else {
+                part
+            },
+            inv,
+            seed,
+        )?;
+        if disturbance(&again.0) < disturbance(&kept.0) {
+            kept = again;
+        }
+    }
+    kept.0
+        .extra
+        .insert("disturbed_retries".into(), f64::from(retries));
+    if phase == Phase::Main {
+        kept.0
+            .extra
+            .insert("round".into(), f64::from(inv.round + 1));
+    }
+    progress.done += 1;
+    Ok(kept)
+}
+
+/// One attempt of an invocation, batch process included; its wall time is
+/// charged to `part` (and the batch's start, settle and stop, in the main
+/// rounds, also to `points_batch_start_stop`).
+fn attempt(
+    ctx: &PointCtx,
+    rig: &mut Rig,
+    progress: &mut Progress,
+    part: &'static str,
+    inv: Inv,
+    seed: u64,
+) -> Result<Measured> {
+    let t0 = Instant::now();
+    let mut bp = match inv.kernel {
         Some(k) => {
-            let bp = start_batch(ctx, rig, config, k, budget_us)?;
-            std::thread::sleep(Duration::from_millis(spec.batch.settle_ms));
+            let bp = start_batch(ctx, rig, inv.config, k, inv.budget_us)?;
+            std::thread::sleep(Duration::from_millis(ctx.spec.batch.settle_ms));
             Some(bp)
         }
         None => None,
     };
-    let mut reps = Vec::new();
-    let mut idle_all = crate::service::idle_buckets();
-    let mut service_all = latency_buckets();
-    // Each point and rep draws its own arrivals and shuffles, reproducibly.
-    let point_seed = spec.seed
-        ^ (rps.to_bits().rotate_left(17))
-        ^ ((config as u64) << 40)
-        ^ (kernel.map(|k| k as u64 + 1).unwrap_or(0) << 48);
-    for rep in 0..reps_n {
-        progress.show(&label, rep + 1, reps_n);
-        let seed = point_seed.wrapping_add(u64::from(rep) * 0x9E37);
-        let mut kept = run_rep(ctx, rig, &mut bp, ps, seed)?;
-        // An invocation during which other processes or the host took more
-        // than `disturbed_lanes` of the machine is run again (up to
-        // `disturbed_retries` times; the least disturbed run is kept, and
-        // the count is recorded).
-        let mut retries = 0;
-        while disturbance(&kept.0) > spec.disturbed_lanes && retries < spec.disturbed_retries {
-            retries += 1;
-            let again = run_rep(ctx, rig, &mut bp, ps, seed ^ (0xA5A5 * u64::from(retries)))?;
-            if disturbance(&again.0) < disturbance(&kept.0) {
-                kept = again;
-            }
-        }
-        let (mut r, idle, service) = kept;
-        r.extra
-            .insert("disturbed_retries".into(), f64::from(retries));
-        merge(&mut idle_all, &idle);
-        merge(&mut service_all, &service);
-        reps.push(r);
-    }
+    let started = t0.elapsed();
+    let m = run_rep(ctx, rig, &mut bp, inv, seed);
+    let t1 = Instant::now();
     drop(bp);
-    let mut distributions = BTreeMap::new();
-    distributions.insert("idle_periods".into(), idle_all);
-    distributions.insert("service".into(), service_all);
-    Ok(Point {
-        config: config.name().into(),
-        batch: kernel.map(|k| k.name().to_string()),
-        rps_target: rps,
-        summary: Summary::of(&reps, None),
-        reps,
-        distributions,
-    })
+    let overhead = started + t1.elapsed();
+    progress.charge(part, t0);
+    if part == "points" {
+        *progress
+            .parts
+            .entry("points_batch_start_stop")
+            .or_insert(0.0) += overhead.as_secs_f64();
+    }
+    m
+}
+
+/// What an invocation sends, from its seed alone: Poisson arrivals at `rps`
+/// over warm-up and window, then the request sequence (shuffled passes over
+/// the set) drawn from the same generator. Nothing about the configuration
+/// enters, so equal seeds send equal invocations.
+pub fn invocation_plan(
+    spec: &BenchSpec,
+    set: &RequestSet,
+    steps_per_us: f64,
+    rps: f64,
+    seed: u64,
+) -> InvocationPlan {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let warmup_ns = (spec.warmup_s * 1e9) as u64;
+    let duration_ns = (spec.duration_s * 1e9) as u64;
+    let offsets = poisson_offsets(rps, warmup_ns + duration_ns, &mut rng);
+    let steps: Vec<u64> = set
+        .sequence(offsets.len(), &mut rng)
+        .iter()
+        .map(|d| (d * steps_per_us).round().max(1.0) as u64)
+        .collect();
+    InvocationPlan {
+        offsets,
+        steps,
+        warmup_ns,
+        duration_ns,
+        drain_ns: (spec.drain_s * 1e9) as u64,
+    }
 }
 
 /// One invocation of a point: its `Rep` and the idle-period and
@@ -1036,17 +1270,17 @@ fn run_rep(
     ctx: &PointCtx,
     rig: &mut Rig,
     bp: &mut Option<BatchProcess>,
-    ps: PointSpec,
+    inv: Inv,
     seed: u64,
-) -> Result<(Rep, Distribution, Distribution)> {
+) -> Result<Measured> {
     let spec = ctx.spec;
-    let PointSpec {
+    let Inv {
         config,
         kernel,
         rps,
         budget_us,
         ..
-    } = ps;
+    } = inv;
     let elfen = config.policy().is_some();
     let svc = rig.service.as_ref().expect("service");
     let stats = svc.stats().clone();
@@ -1054,23 +1288,7 @@ fn run_rep(
     let mut idle_kept = crate::service::idle_buckets();
     let mut service_kept = latency_buckets();
     {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let warmup_ns = (spec.warmup_s * 1e9) as u64;
-        let duration_ns = (spec.duration_s * 1e9) as u64;
-        let offsets = poisson_offsets(rps, warmup_ns + duration_ns, &mut rng);
-        let steps: Vec<u64> = rig
-            .set
-            .sequence(offsets.len(), &mut rng)
-            .iter()
-            .map(|d| (d * ctx.steps_per_us).round().max(1.0) as u64)
-            .collect();
-        let plan = InvocationPlan {
-            offsets,
-            steps,
-            warmup_ns,
-            duration_ns,
-            drain_ns: (spec.drain_s * 1e9) as u64,
-        };
+        let plan = invocation_plan(spec, &rig.set, ctx.steps_per_us, rps, seed);
         let mut edges: Vec<EdgeSample> = Vec::new();
         let exclude = [rig.worker_tid];
         let inv = run_invocation(ctx.addr, &plan, &rig.lanes.side_cpus, ctx.stop, |edge| {
@@ -1096,7 +1314,7 @@ fn run_rep(
         if let Some(b) = bp.as_mut() {
             if !b.alive() {
                 return Err(BenchError::Batch(format!(
-                    "the {config} batch process (pid {}) died during the point",
+                    "the {config} batch process (pid {}) died during the invocation",
                     b.pid()
                 )));
             }
@@ -1278,5 +1496,119 @@ mod tests {
         assert_eq!(resolve_rps(&given, 1.0), vec![100.0, 300.0]);
         assert_eq!(round2(1234.0), 1200.0);
         assert_eq!(round2(0.0), 0.0);
+    }
+
+    #[test]
+    fn seeds_are_common_to_every_configuration_of_a_round() {
+        // The seed takes no configuration or kernel at all: equal for every
+        // (configuration, kernel) of a load and round, by construction.
+        let s = |rps: f64, round: u32| invocation_seed(1, rps, round);
+        assert_eq!(s(800.0, 0), s(800.0, 0));
+        let mut seen = std::collections::HashSet::new();
+        for rps in [440.0, 800.0, 1200.0] {
+            for round in 0..5 {
+                assert!(seen.insert(s(rps, round)), "{rps} rps round {round}");
+            }
+            assert!(seen.insert(s(rps, PRESWEEP_ROUND)), "pre-sweep {rps}");
+        }
+        assert_ne!(invocation_seed(1, 800.0, 0), invocation_seed(2, 800.0, 0));
+        // Equal seeds send equal invocations: same arrivals, same requests.
+        let spec = BenchSpec {
+            duration_s: 0.2,
+            warmup_s: 0.05,
+            ..BenchSpec::default()
+        };
+        let set = demand::build(
+            &crate::config::DemandSpec::Exponential {
+                mean_us: 300.0,
+                set_size: 100,
+            },
+            1,
+        )
+        .unwrap();
+        let a = invocation_plan(&spec, &set, 50.0, 800.0, s(800.0, 1));
+        let b = invocation_plan(&spec, &set, 50.0, 800.0, s(800.0, 1));
+        assert_eq!((&a.offsets, &a.steps), (&b.offsets, &b.steps));
+        assert!(a.offsets.len() > 100, "{}", a.offsets.len());
+        let c = invocation_plan(&spec, &set, 50.0, 800.0, s(800.0, 2));
+        assert_ne!(a.offsets, c.offsets, "rounds differ");
+        assert_ne!(a.steps[..50], c.steps[..50], "rounds differ");
+    }
+
+    #[test]
+    fn rounds_interleave_every_configuration_with_lc_alone_first() {
+        let cfgs = [
+            ConfigKind::Naive,
+            ConfigKind::BorrowIdle,
+            ConfigKind::LcAlone,
+        ];
+        let ks = [KernelKind::Stream, KernelKind::Matrix];
+        let slots = round_slots(&cfgs, &ks);
+        assert_eq!(
+            slots,
+            vec![
+                (ConfigKind::LcAlone, None),
+                (ConfigKind::Naive, Some(KernelKind::Stream)),
+                (ConfigKind::BorrowIdle, Some(KernelKind::Stream)),
+                (ConfigKind::Naive, Some(KernelKind::Matrix)),
+                (ConfigKind::BorrowIdle, Some(KernelKind::Matrix)),
+            ]
+        );
+        let order = interleaved(slots.len(), 3);
+        assert_eq!(order.len(), 15);
+        // round r of every slot before round r + 1 of any
+        for (n, &(round, i)) in order.iter().enumerate() {
+            assert_eq!((round as usize, i), (n / 5, n % 5));
+        }
+        assert!(interleaved(5, 0).is_empty());
+    }
+
+    #[test]
+    fn an_interrupted_sweep_keeps_its_partial_points() {
+        let rep = |p99: f64| Rep {
+            rps_achieved: 800.0,
+            requests: 800,
+            errors: 0,
+            latency_us: elfen_results::Percentiles {
+                p50: p99 / 4.0,
+                p95: p99 / 2.0,
+                p99,
+                p999: p99,
+                max: p99,
+                mean: p99 / 3.0,
+            },
+            utilization: Utilization {
+                lc: 0.5,
+                batch: 0.0,
+                total: 0.5,
+            },
+            batch_units_per_s: None,
+            batch_progress: None,
+            naps_per_s: None,
+            wakes_per_s: None,
+            histogram: None,
+            extra: BTreeMap::new(),
+        };
+        let empty = || (crate::service::idle_buckets(), latency_buckets());
+        let mut accs: Vec<PointAcc> = round_slots(&[ConfigKind::BorrowIdle], &[KernelKind::Stream])
+            .iter()
+            .map(|&(c, k)| PointAcc::new(c, k, 800.0))
+            .collect();
+        accs.push(PointAcc::new(ConfigKind::LcAlone, None, 1600.0));
+        // two rounds of lc_alone, one of borrow idle: stopped in round 2
+        for p99 in [1000.0, 3000.0] {
+            let (i, s) = empty();
+            accs[0].push((rep(p99), i, s));
+        }
+        let (i, s) = empty();
+        accs[1].push((rep(2000.0), i, s));
+        let pts = points_of(&accs, Some(2500.0));
+        assert_eq!(pts.len(), 2, "the point without invocations is left out");
+        assert_eq!(pts[0].reps.len(), 2);
+        assert_eq!(pts[0].summary.latency_us["p99"].median, 2000.0);
+        assert_eq!(pts[0].summary.slo_met, Some(true));
+        assert_eq!(pts[1].reps.len(), 1);
+        assert_eq!(pts[1].batch.as_deref(), Some("stream"));
+        assert!(pts[1].distributions.contains_key("idle_periods"));
     }
 }

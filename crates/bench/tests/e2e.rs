@@ -3,7 +3,7 @@
 //! `elfen bench` (`elfen_bench::cli::Command::run`), then the result JSON
 //! and the report must exist; and the bad inputs that are only detectable
 //! at run time (a port in use, a missing signal page) must fail before any
-//! load is sent.
+//! load is sent; and an interrupted sweep keeps its finished invocations.
 //!
 //! `harness = false`: this binary is also the batch worker executable — the
 //! sweep starts `<this test binary> bench-batch-worker …` as its child, just
@@ -22,8 +22,10 @@ fn main() {
     println!("test bad_runtime_input_fails_before_any_load ... ok");
     tiny_sweep_writes_results_and_report();
     println!("test tiny_sweep_writes_results_and_report ... ok");
+    an_interrupted_sweep_keeps_finished_rounds();
+    println!("test an_interrupted_sweep_keeps_finished_rounds ... ok");
     println!(
-        "test result: ok. 2 passed; finished in {:.2}s",
+        "test result: ok. 3 passed; finished in {:.2}s",
         t0.elapsed().as_secs_f64()
     );
 }
@@ -78,6 +80,7 @@ fn tiny_sweep_writes_results_and_report() {
     for p in &f.points {
         assert_eq!(p.reps.len(), 1);
         assert!(p.reps[0].requests > 0, "{}: no requests measured", p.config);
+        assert_eq!(p.reps[0].extra.get("round"), Some(&1.0));
         assert!(p.distributions.contains_key("idle_periods"));
     }
     let bi = &f.points[1];
@@ -85,6 +88,14 @@ fn tiny_sweep_writes_results_and_report() {
     assert!(bi.reps[0].batch_units_per_s.is_some());
     assert!(bi.reps[0].naps_per_s.is_some());
     assert!(f.spec.pointer("/resolved/slo_p99_us").is_some());
+    assert!(elfen_bench::report::common_random_numbers(&f));
+    assert!(
+        f.spec
+            .pointer("/resolved/wall_breakdown_s/points")
+            .is_some()
+    );
+    // same round, same seed: both configurations sent the same requests
+    assert_eq!(f.points[0].reps[0].extra["sent"], bi.reps[0].extra["sent"]);
     let md = dir.path().join("out/report.md");
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.contains("borrow_idle"));
@@ -117,4 +128,63 @@ fn bad_runtime_input_fails_before_any_load() {
         "{e}"
     );
     assert!(!dir.path().join("out/bench.json").exists(), "nothing ran");
+}
+
+/// Ctrl-C after round 1 (of 3): the file keeps round 1 of both points (and
+/// round 2 of LC alone if it finished first), says it was interrupted, and
+/// every point says how many invocations it has.
+fn an_interrupted_sweep_keeps_finished_rounds() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = args(dir.path());
+    a.reps = Some(3);
+    a.duration = Some(0.2);
+    let spec = elfen_bench::cli::build_spec(&a).unwrap();
+    let json = dir.path().join("out/bench.json");
+    let stop = AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            // stop as soon as the first round is saved
+            let t0 = std::time::Instant::now();
+            while t0.elapsed().as_secs() < 60 {
+                let saved = elfen_results::ResultFile::load(&json)
+                    .map(|f| f.points.len() == 2)
+                    .unwrap_or(false);
+                if saved {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        elfen_bench::sweep::run(
+            elfen_bench::sweep::SweepOptions {
+                spec,
+                command: "e2e interrupted".into(),
+                json_path: json.clone(),
+                worker_exe: std::env::current_exe().unwrap(),
+                progress: false,
+            },
+            &stop,
+        )
+    })
+    .unwrap();
+    assert!(out.interrupted);
+    let f = elfen_results::ResultFile::load(&json).unwrap();
+    assert_eq!(f.spec.pointer("/resolved/interrupted"), Some(&true.into()));
+    let configs: Vec<&str> = f.points.iter().map(|p| p.config.as_str()).collect();
+    assert_eq!(configs, ["lc_alone", "borrow_idle"]);
+    for p in &f.points {
+        let n = p.reps.len();
+        assert!((1..3).contains(&n), "{}: {n} reps", p.config);
+        for (i, r) in p.reps.iter().enumerate() {
+            assert_eq!(r.extra.get("round"), Some(&((i + 1) as f64)));
+        }
+        assert!(p.summary.latency_us["p99"].median > 0.0);
+    }
+    assert_eq!(
+        f.points[1].reps.len(),
+        1,
+        "round 2 of borrow idle never ran"
+    );
 }
