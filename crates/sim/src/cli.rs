@@ -15,7 +15,7 @@ use crate::config::{SimConfig, base_dir};
 use crate::perf::{PerfOptions, run_perf};
 use crate::repro::{ReproOptions, run_repro};
 use crate::sweep::{RunOptions, default_threads};
-use crate::validate::{ValidateOptions, validate};
+use crate::validate::{DemandSource, ValidateOptions, validate};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use elfen_results::ResultFile;
@@ -55,8 +55,11 @@ enum SimCmd {
     /// progress rate while co-running, and where the numbers come from.
     Kinds,
     /// Compare the simulator with a measured harness result file: simulate
-    /// the measured loads with the measured demand on a model of the measured
-    /// machine and report the relative error of p99 and utilization per point.
+    /// the measured loads (Poisson, each point's rps_target) with each
+    /// point's recorded service times or the alone demand (--demand) on a
+    /// model of the measured machine and report per point measured vs
+    /// simulated p50, p99 and LC utilization, relative errors, the measured
+    /// reps' spread and a verdict below the knee.
     Validate(ValidateArgs),
     /// Reproduce the Elfen paper's headline results (one 2-way SMT core and
     /// an 8-core chip, Lucene-like demand) and print them next to the paper's.
@@ -116,11 +119,31 @@ struct ValidateArgs {
     /// Also save the simulated points as a result file (for `elfen report`).
     #[arg(long, value_name = "PATH")]
     sim_json: Option<PathBuf>,
-    /// LC slowdown while the batch co-runs (all batch kinds). Default, per
-    /// batch kind: the ratio of measured service times (reps'
-    /// extra["service_p50_us"]) of `naive` to `lc_alone`; without them, fitted
-    /// to the mean latency of the lowest-load `naive` point; else the
-    /// built-in kind's default.
+    /// Request demand of the simulated points. `service`: each point's
+    /// recorded service times (points[].distributions["service"], at that
+    /// configuration and load), no slowdown for co-running: checks the
+    /// harness's queueing measurement and the simulator's queueing engine
+    /// against each other. `demand`: the file's distributions["demand"]
+    /// (measured back to back, alone) slowed by a per-kind factor: the
+    /// paper-style prediction, which misses the idle penalty (reported per
+    /// load). Default: `service` when the file has per-point service
+    /// distributions, else `demand`. Values are drawn by bucket count, then
+    /// uniformly inside the bucket.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    demand: Option<DemandArg>,
+    /// Request-lane time per request after the recorded service ends, µs,
+    /// added to every simulated demand: the harness's worker writes the
+    /// response before its request "end", so its LC utilization (begin to
+    /// end) counts that write and its recorded service time does not. The
+    /// report's lc_busy_per_request_us − measured_service_mean_us estimates
+    /// it per point.
+    #[arg(long, default_value_t = 0.0)]
+    response_us: f64,
+    /// `--demand demand` only: LC slowdown while the batch co-runs (all
+    /// batch kinds). Default, per batch kind: the ratio of measured service
+    /// times (reps' extra["service_p50_us"]) of `naive` to `lc_alone`;
+    /// without them, fitted to the mean latency of the lowest-load `naive`
+    /// point; else the built-in kind's default.
     #[arg(long)]
     slowdown: Option<f64>,
     /// p99 SLO in µs for the knee (default: the measured file's
@@ -142,12 +165,15 @@ struct ValidateArgs {
     /// SCHED_IDLE batch thread on its lane, ns (6 µs p50 on the dev VM).
     #[arg(long, default_value_t = 6000)]
     os_preempt_ns: u64,
-    /// Measured requests per simulated repetition (default: as measured,
-    /// at least 20 000).
+    /// Measured requests per simulated repetition (default: as many as a
+    /// measured rep, so the simulated p99 is the same statistic as the
+    /// measured one — a median over short windows — with the harness's
+    /// warm-up; a large N gives the long-run p99 instead).
     #[arg(long)]
     requests: Option<u64>,
-    /// Simulated repetitions per point.
-    #[arg(long, default_value_t = 5)]
+    /// Simulated repetitions per point (many: the median over short windows
+    /// is noisy).
+    #[arg(long, default_value_t = 200)]
     reps: u32,
     /// Error bound below the knee, percent.
     #[arg(long, default_value_t = 15.0)]
@@ -155,6 +181,15 @@ struct ValidateArgs {
     /// Worker threads (default: all CPUs).
     #[arg(long)]
     threads: Option<usize>,
+}
+
+/// `--demand` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum DemandArg {
+    /// The file's alone demand with a per-kind slowdown.
+    Demand,
+    /// Each point's recorded service times.
+    Service,
 }
 
 #[derive(Debug, Args)]
@@ -243,6 +278,11 @@ impl Command {
                     // source chain, which would print the OS error twice.)
                     .map_err(|e| anyhow::anyhow!("reading the measured file: {e}"))?;
                 let opts = ValidateOptions {
+                    demand: a.demand.map(|d| match d {
+                        DemandArg::Demand => DemandSource::Demand,
+                        DemandArg::Service => DemandSource::Service,
+                    }),
+                    response_us: a.response_us,
                     slowdown: a.slowdown,
                     slo_us: a.slo_us,
                     budget_us: a.budget_us,
@@ -429,6 +469,19 @@ mod tests {
             panic!("not run")
         };
         assert_eq!(r.rps, Some(vec![10.0, 20.0]));
+        let c = Cli::try_parse_from(["elfen", "sim", "validate", "m.json", "--demand", "demand"])
+            .unwrap();
+        let Command::Sim(SimArgs {
+            cmd: SimCmd::Validate(v),
+        }) = c.cmd
+        else {
+            panic!("not validate")
+        };
+        assert!(matches!(v.demand, Some(DemandArg::Demand)));
+        assert!(
+            Cli::try_parse_from(["elfen", "sim", "validate", "m.json", "--demand", "alone"])
+                .is_err()
+        );
         for sub in ["run", "check", "kinds", "validate", "repro", "perf"] {
             let e = Cli::try_parse_from(["elfen", "sim", sub, "--help"]).unwrap_err();
             assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{sub}");

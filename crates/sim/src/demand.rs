@@ -88,6 +88,18 @@ pub enum Demand {
     Empirical(Empirical),
 }
 
+/// Nanoseconds per unit of a [`Distribution`]'s `unit` (`ns`, `us`/`µs`,
+/// `ms`, `s`); `None` for anything else.
+pub fn unit_ns(unit: &str) -> Option<f64> {
+    match unit {
+        "ns" => Some(1.0),
+        "us" | "µs" => Some(1e3),
+        "ms" => Some(1e6),
+        "s" => Some(1e9),
+        _ => None,
+    }
+}
+
 /// An empirical distribution ready for sampling: pick a bucket by its count,
 /// then a value uniformly inside it.
 #[derive(Debug, Clone)]
@@ -109,16 +121,11 @@ impl Empirical {
             path: what.to_string(),
             problem: p,
         };
-        let to_ns = match d.unit.as_str() {
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            u => {
-                return Err(bad(format!(
-                    "demand unit {u:?} is not one of ns, us, ms, s"
-                )));
-            }
+        let Some(to_ns) = unit_ns(&d.unit) else {
+            return Err(bad(format!(
+                "demand unit {:?} is not one of ns, us, ms, s",
+                d.unit
+            )));
         };
         if d.counts.is_empty() {
             return Err(bad("demand distribution is empty (no buckets)".into()));
@@ -164,6 +171,35 @@ impl Empirical {
             width_ns,
             mean_ns: sum_ns / total as f64,
         })
+    }
+
+    /// The recorded mean, ns (bucket sums when recorded, else bucket
+    /// midpoints).
+    pub fn mean_ns(&self) -> f64 {
+        self.mean_ns
+    }
+
+    /// The same distribution with `add_ns` added to every value.
+    pub fn shifted(&self, add_ns: f64) -> Empirical {
+        Empirical {
+            cum: self.cum.clone(),
+            lo_ns: self.lo_ns.iter().map(|lo| lo + add_ns).collect(),
+            width_ns: self.width_ns.clone(),
+            mean_ns: self.mean_ns + add_ns,
+        }
+    }
+
+    /// The mean of what the sampler draws (bucket midpoints weighted by
+    /// count), ns: differs from the recorded mean (bucket sums) only by
+    /// where values sit inside their buckets.
+    pub fn sampled_mean_ns(&self) -> f64 {
+        let mut prev = 0u64;
+        let mut sum = 0.0;
+        for ((c, lo), w) in self.cum.iter().zip(&self.lo_ns).zip(&self.width_ns) {
+            sum += (c - prev) as f64 * (lo + w / 2.0);
+            prev = *c;
+        }
+        sum / prev.max(1) as f64
     }
 
     #[inline]

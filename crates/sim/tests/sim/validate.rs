@@ -9,7 +9,7 @@ use elfen_sim::batch::Interference;
 use elfen_sim::demand::DemandSpec;
 use elfen_sim::engine::{Mode, ServerModel, Timing};
 use elfen_sim::sweep::PointSpec;
-use elfen_sim::validate::{ValidateOptions, validate};
+use elfen_sim::validate::{DemandSource, ValidateOptions, validate};
 use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -137,7 +137,10 @@ fn validation_of_a_consistent_file_is_within_tolerance_below_the_knee() {
         report.to_text()
     );
     let text = report.to_text();
-    assert!(text.contains("within 15% below the knee: yes"), "{text}");
+    assert!(
+        text.contains("all below-knee points within 15% (p99 and LC utilization): yes"),
+        "{text}"
+    );
     // Serializes (the --json output).
     serde_json::to_string(&report).unwrap();
 }
@@ -213,5 +216,75 @@ fn the_slowdown_comes_from_measured_service_times_when_present() {
     assert!(
         why.contains("service p50") && why.contains("4 loads"),
         "{why}"
+    );
+}
+
+/// The synthetic file with per-point `distributions["service"]` as the
+/// harness records them: the model's demand, times 1.3 where the batch lane
+/// always co-runs (naive, sched_idle), as is where it never does.
+fn with_service(mut f: ResultFile) -> ResultFile {
+    let demand = f.distributions["demand"].clone();
+    for p in &mut f.points {
+        let mut d = demand.clone();
+        if matches!(p.config.as_str(), "naive" | "sched_idle") {
+            d.edges.iter_mut().for_each(|e| *e *= 1.3);
+            d.sums.iter_mut().for_each(|x| *x *= 1.3);
+        }
+        p.distributions.insert("service".into(), d);
+    }
+    f
+}
+
+#[test]
+fn service_mode_is_the_default_with_recorded_service_times_and_agrees() {
+    let measured = with_service(synthetic_measured());
+    let (report, simulated) = validate(&measured, &opts()).unwrap();
+    assert_eq!(report.demand_source, DemandSource::Service);
+    assert_eq!(simulated.points.len(), report.rows.len());
+    assert_eq!(report.knee_rps, Some(300.0));
+    assert!(report.below_knee_points >= 6, "{}", report.to_text());
+    assert_eq!(
+        report.all_within_tolerance_below_knee,
+        Some(true),
+        "{}",
+        report.to_text()
+    );
+    // Service mode takes no slowdown: the recorded times include it.
+    let e = validate(
+        &measured,
+        &ValidateOptions {
+            slowdown: Some(1.2),
+            ..opts()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--slowdown") && e.contains("demand only"), "{e}");
+    // Demand mode can still be asked for on the same file.
+    let (report, _) = validate(
+        &measured,
+        &ValidateOptions {
+            demand: Some(DemandSource::Demand),
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.demand_source, DemandSource::Demand);
+}
+
+#[test]
+fn service_mode_without_recorded_service_times_is_a_clear_error() {
+    let e = validate(
+        &synthetic_measured(),
+        &ValidateOptions {
+            demand: Some(DemandSource::Service),
+            ..opts()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--demand service") && e.contains("distributions[\"service\"]"),
+        "{e}"
     );
 }
