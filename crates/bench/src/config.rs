@@ -601,7 +601,7 @@ impl Default for BenchSpec {
             configs: ConfigKind::ALL.to_vec(),
             kernels: vec![KernelKind::Stream, KernelKind::Matrix],
             rps: Vec::new(),
-            rps_fractions: vec![0.25, 0.45, 0.65, 0.8],
+            rps_fractions: vec![0.25, 0.5, 0.75],
             duration_s: 1.0,
             warmup_s: 0.1,
             drain_s: 1.0,
@@ -955,5 +955,16 @@ mod tests {
             }
         }
         assert!(n >= 2, "expected example configs in {}", dir.display());
+    }
+
+    #[test]
+    fn default_toml_spells_out_the_built_in_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/bench/default.toml");
+        let file = BenchSpec::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            serde_json::to_value(&file).unwrap(),
+            serde_json::to_value(BenchSpec::default()).unwrap(),
+            "configs/bench/default.toml differs from BenchSpec::default()"
+        );
     }
 }
