@@ -8,8 +8,8 @@
 //!    time; its mean gives the capacity the automatic loads derive from.
 //! 4. **Batch alone**: each kernel for `batch.alone_s` on one batch lane,
 //!    no load — the progress baseline.
-//! 5. The SLO: given, or the knee of an LC-alone pre-sweep (one invocation
-//!    per load).
+//! 5. The SLO: given, or the knee of an LC-alone pre-sweep (median p99 of
+//!    [`PRESWEEP_REPS`] invocations per load).
 //! 6. Per load, ascending, in **interleaved rounds**: round 1 of every
 //!    (configuration, kernel) — `lc_alone` first, whose round-1 p99 sets
 //!    the automatic budget of that load — then round 2 of every one, and so
@@ -200,6 +200,12 @@ pub const BUDGET_NOTE: &str = "auto: SLO minus the p99 of round 1's lc_alone inv
 /// seeds with: never a round of the main sweep, so their arrivals are not
 /// those of round 1.
 pub const PRESWEEP_ROUND: u32 = u32::MAX;
+
+/// LC-alone invocations per load of the knee pre-sweep (rounds
+/// `PRESWEEP_ROUND`, `PRESWEEP_ROUND - 1`, ...): the SLO comes from their
+/// median p99, the statistic the table reports, not from one invocation
+/// (one invocation's p99 varies 2x and more between invocations here).
+pub const PRESWEEP_REPS: u32 = 3;
 
 /// The seed of invocation `round` (0-based) at load `rps`: **common random
 /// numbers** — it depends on the sweep's seed, the load and the round only,
@@ -695,7 +701,7 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     let presweep = if spec.slo_p99_ms.value().is_some() {
         0
     } else {
-        rps.len()
+        rps.len() * PRESWEEP_REPS as usize
     };
     let slots = round_slots(&batch_configs, &spec.kernels);
     progress.total = presweep + rps.len() * slots.len() * spec.reps as usize;
@@ -712,34 +718,45 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     };
 
     // ---------------------------------------------------------------- the SLO
-    // With `auto`, a quick LC-alone pre-sweep (one invocation per load, with
-    // seeds of their own) finds the knee; the LC-alone points of the table
+    // With `auto`, a quick LC-alone pre-sweep ([`PRESWEEP_REPS`] invocations
+    // per load, median p99, with seeds of their own) finds the knee; the LC-alone points of the table
     // are measured again below, interleaved with the batch configurations.
     let (slo_us, slo_source) = if spec.slo_p99_ms.value().is_some() {
         derive_slo(&spec, &[], demand_p99)
     } else {
         let mut pre: Vec<(f64, f64)> = Vec::new();
-        for &r in &rps {
-            match run_measured(
-                &ctx,
-                &mut rig,
-                &mut progress,
-                Phase::PreSweep,
-                Inv::lc_alone(r, PRESWEEP_ROUND),
-            ) {
-                Ok((rep, _, _)) => pre.push((r, rep.latency_us.p99)),
-                Err(BenchError::Interrupted) => {
-                    interrupted = true;
-                    break;
+        let mut pre_all: Vec<(f64, Vec<f64>)> = Vec::new();
+        'loads: for &r in &rps {
+            let mut p99s = Vec::with_capacity(PRESWEEP_REPS as usize);
+            for i in 0..PRESWEEP_REPS {
+                match run_measured(
+                    &ctx,
+                    &mut rig,
+                    &mut progress,
+                    Phase::PreSweep,
+                    Inv::lc_alone(r, PRESWEEP_ROUND - i),
+                ) {
+                    Ok((rep, _, _)) => p99s.push(rep.latency_us.p99),
+                    Err(BenchError::Interrupted) => {
+                        interrupted = true;
+                        break 'loads;
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             }
+            let mut sorted = p99s.clone();
+            sorted.sort_by(f64::total_cmp);
+            pre.push((r, sorted[sorted.len() / 2]));
+            pre_all.push((r, p99s));
         }
         resolved.insert("knee_presweep_p99_us".into(), json!(pre));
+        resolved.insert("knee_presweep_p99_us_all".into(), json!(pre_all));
         let (slo, src) = derive_slo(&spec, &pre, demand_p99);
         (
             slo,
-            format!("{src}, from a one-invocation LC-alone pre-sweep"),
+            format!(
+                "{src}, from an LC-alone pre-sweep (median p99 of {PRESWEEP_REPS} invocations per load)"
+            ),
         )
     };
     resolved.insert("slo_p99_us".into(), json!(slo_us));
@@ -1509,7 +1526,12 @@ mod tests {
             for round in 0..5 {
                 assert!(seen.insert(s(rps, round)), "{rps} rps round {round}");
             }
-            assert!(seen.insert(s(rps, PRESWEEP_ROUND)), "pre-sweep {rps}");
+            for i in 0..PRESWEEP_REPS {
+                assert!(
+                    seen.insert(s(rps, PRESWEEP_ROUND - i)),
+                    "pre-sweep {rps} {i}"
+                );
+            }
         }
         assert_ne!(invocation_seed(1, 800.0, 0), invocation_seed(2, 800.0, 0));
         // Equal seeds send equal invocations: same arrivals, same requests.
