@@ -179,7 +179,17 @@ fn check_backend(nap: NapChoice) {
     );
     // Not vacuous: the mechanism was exercised.
     assert!(requests > 200, "only {requests} requests in {MAX_RUN:?}");
-    assert!(r.stats.naps > 100, "only {} naps: {r:?}", r.stats.naps);
+    // A nap lasts until the lane is idle *when the batch thread looks*: with
+    // the futex backend on a VM whose halted vCPU takes tens to hundreds of
+    // µs to wake, one nap often spans many short requests (seen: 54 naps
+    // over 1108 requests on a fresh CI clone), so the bound is on the nap
+    // count and the time spent napping, not on naps per request.
+    assert!(r.stats.naps >= 20, "only {} naps: {r:?}", r.stats.naps);
+    assert!(
+        r.stats.nap_ns > 10_000_000,
+        "napped only {} ns: {r:?}",
+        r.stats.nap_ns
+    );
     assert_eq!(r.stats.naps, r.stats.wakes);
     assert!(
         r.iterations > 10_000,
