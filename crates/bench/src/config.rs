@@ -560,7 +560,9 @@ pub struct BenchSpec {
     /// An invocation during which other processes plus the host's steal
     /// took more than this many lanes (from `/proc/stat`) is disturbed and
     /// run again (`disturbed_retries` times at most; the least disturbed
-    /// run is kept). The criterion never looks at latency.
+    /// run is kept). The criterion never looks at latency. 0.05 lanes is
+    /// 50 ms of a 1 s window: one stall of that length queues requests
+    /// for 50 ms, which alone sets the window's p99.
     pub disturbed_lanes: f64,
     /// How often a disturbed invocation is run again (0 = never).
     pub disturbed_retries: u32,
@@ -606,8 +608,8 @@ impl Default for BenchSpec {
             warmup_s: 0.1,
             drain_s: 1.0,
             reps: 3,
-            disturbed_lanes: 0.2,
-            disturbed_retries: 1,
+            disturbed_lanes: 0.05,
+            disturbed_retries: 2,
             slo_p99_ms: Auto::Auto,
             budget_us: Auto::Auto,
             port: 0,
