@@ -566,6 +566,10 @@ pub struct BenchSpec {
     pub disturbed_lanes: f64,
     /// How often a disturbed invocation is run again (0 = never).
     pub disturbed_retries: u32,
+    /// Wall time the whole sweep may spend on such re-runs, s. Once spent,
+    /// disturbed invocations are kept as they are (the noise line counts
+    /// them), so a noisy host cannot stretch the sweep without bound.
+    pub rerun_budget_s: f64,
     /// p99 latency SLO, ms; `auto` = the LC-alone p99 at the knee of its
     /// p99-vs-RPS curve.
     pub slo_p99_ms: Auto,
@@ -610,6 +614,7 @@ impl Default for BenchSpec {
             reps: 3,
             disturbed_lanes: 0.05,
             disturbed_retries: 2,
+            rerun_budget_s: 60.0,
             slo_p99_ms: Auto::Auto,
             budget_us: Auto::Auto,
             port: 0,
@@ -738,6 +743,12 @@ impl BenchSpec {
             return Err(BenchError::Config(format!(
                 "disturbed_lanes must be > 0, got {}",
                 self.disturbed_lanes
+            )));
+        }
+        if !(self.rerun_budget_s.is_finite() && self.rerun_budget_s >= 0.0) {
+            return Err(BenchError::Config(format!(
+                "rerun_budget_s must be >= 0, got {}",
+                self.rerun_budget_s
             )));
         }
         if let Auto::Value(v) = self.slo_p99_ms {
@@ -917,6 +928,17 @@ mod tests {
             ..BenchSpec::default()
         };
         assert!(s.validate().is_err());
+        let s = BenchSpec {
+            rerun_budget_s: -1.0,
+            ..BenchSpec::default()
+        };
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("rerun_budget_s") && e.contains("-1"), "{e}");
+        let s = BenchSpec {
+            rerun_budget_s: 0.0,
+            ..BenchSpec::default()
+        };
+        s.validate().unwrap();
     }
 
     #[test]

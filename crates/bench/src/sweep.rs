@@ -330,6 +330,9 @@ struct Progress {
     guess_inv_s: f64,
     /// Wall time by part of the sweep ([`PARTS`]), s.
     parts: BTreeMap<&'static str, f64>,
+    /// Wall time spent re-running disturbed invocations, every phase, s
+    /// (against `rerun_budget_s`).
+    rerun_s: f64,
 }
 
 impl Progress {
@@ -518,6 +521,7 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
         enabled: opts.progress,
         guess_inv_s: spec.duration_s + spec.warmup_s + 0.15,
         parts: BTreeMap::new(),
+        rerun_s: 0.0,
     };
     progress.say(&format!(
         "elfen bench: request lane cpu {}, batch lane(s) cpu {}, generator on cpu {}; {}",
@@ -1159,7 +1163,8 @@ type Measured = (Rep, Distribution, Distribution);
 /// every invocation of the interleaved rounds starts alike. An invocation
 /// during which other processes or the host took more than
 /// `disturbed_lanes` of the machine is run again, with the same seed (up to
-/// `disturbed_retries` times; the least disturbed attempt is kept and
+/// `disturbed_retries` times and while the sweep's re-runs have taken less
+/// than `rerun_budget_s`; the least disturbed attempt is kept and
 /// `extra.disturbed_retries` counts the re-runs).
 fn run_measured(
     ctx: &PointCtx,
@@ -1187,8 +1192,9 @@ fn run_measured(
     let seed = invocation_seed(spec.seed, inv.rps, inv.round);
     let mut kept = attempt(ctx, rig, progress, part, inv, seed)?;
     let mut retries = 0;
-    while disturbance(&kept.0) > spec.disturbed_lanes && retries < spec.disturbed_retries {
+    while should_rerun(disturbance(&kept.0), retries, progress.rerun_s, spec) {
         retries += 1;
+        let t = Instant::now();
         let again = attempt(
             ctx,
             rig,
@@ -1200,7 +1206,9 @@ fn run_measured(
             },
             inv,
             seed,
-        )?;
+        );
+        progress.rerun_s += t.elapsed().as_secs_f64();
+        let again = again?;
         if disturbance(&again.0) < disturbance(&kept.0) {
             kept = again;
         }
@@ -1215,6 +1223,15 @@ fn run_measured(
     }
     progress.done += 1;
     Ok(kept)
+}
+
+/// Whether an invocation that took `disturbance` lanes of foreign CPU and
+/// steal, already re-run `retries` times, is run again, given the sweep's
+/// re-runs so far took `rerun_s` seconds.
+fn should_rerun(disturbance: f64, retries: u32, rerun_s: f64, spec: &BenchSpec) -> bool {
+    disturbance > spec.disturbed_lanes
+        && retries < spec.disturbed_retries
+        && rerun_s < spec.rerun_budget_s
 }
 
 /// One attempt of an invocation, batch process included; its wall time is
@@ -1513,6 +1530,21 @@ mod tests {
         assert_eq!(resolve_rps(&given, 1.0), vec![100.0, 300.0]);
         assert_eq!(round2(1234.0), 1200.0);
         assert_eq!(round2(0.0), 0.0);
+    }
+
+    #[test]
+    fn reruns_stop_at_the_retry_limit_and_the_time_budget() {
+        let spec = BenchSpec::default(); // 0.05 lanes, 2 retries, 60 s
+        assert!(!should_rerun(0.04, 0, 0.0, &spec), "not disturbed");
+        assert!(should_rerun(0.06, 0, 0.0, &spec));
+        assert!(should_rerun(0.06, 1, 59.9, &spec));
+        assert!(!should_rerun(0.06, 2, 0.0, &spec), "retry limit");
+        assert!(!should_rerun(0.9, 0, 60.0, &spec), "budget spent");
+        let none = BenchSpec {
+            rerun_budget_s: 0.0,
+            ..BenchSpec::default()
+        };
+        assert!(!should_rerun(0.9, 0, 0.0, &none));
     }
 
     #[test]
