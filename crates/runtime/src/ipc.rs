@@ -19,64 +19,22 @@
 //! passes `lc_ipc: None`, which `elfen-policy` treats exactly so.
 
 use elfen_shm::Clock;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use elfen_topo::perf;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// Minimum spacing of two counter reads.
 pub const SAMPLE_EVERY_NS: u64 = 50_000;
 
-/// `struct perf_event_attr` up to `config1` (`PERF_ATTR_SIZE_VER0`, 64
-/// bytes), which every kernel with perf accepts.
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    type_: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    /// Bitfield: bit 0 `disabled`, bit 6 `exclude_hv`.
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-}
-const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 64);
-
-const PERF_TYPE_HARDWARE: u32 = 0;
-const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
-const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
-const PERF_FORMAT_GROUP: u64 = 1 << 3;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-const EXCLUDE_HV: u64 = 1 << 6;
-
 /// Opens one hardware counter on `cpu` (all tasks), in `group` if given.
 fn open_counter(config: u64, cpu: u32, group: Option<&OwnedFd>) -> std::io::Result<OwnedFd> {
-    let attr = PerfEventAttr {
-        type_: PERF_TYPE_HARDWARE,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
+    perf::open_hw(
         config,
-        read_format: PERF_FORMAT_GROUP,
-        flags: EXCLUDE_HV,
-        ..Default::default()
-    };
-    // SAFETY: `attr` is a fully initialised perf_event_attr of the size it
-    // declares; pid -1 with a cpu counts every task on that cpu.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
-            -1 as libc::pid_t,
-            cpu as libc::c_int,
-            group.map_or(-1, |g| g.as_raw_fd()) as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor we just opened and nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+        -1,
+        cpu as libc::c_int,
+        group.map(|g| g.as_fd()),
+        perf::FORMAT_GROUP,
+        perf::EXCLUDE_HV,
+    )
 }
 
 /// The request lane's counters and the last IPC computed from them.
@@ -111,9 +69,8 @@ impl IpcSampler {
                  cpu needs perf_event_paranoid <= 0 or CAP_PERFMON)"
             )
         };
-        let leader = open_counter(PERF_COUNT_HW_CPU_CYCLES, cpu, None).map_err(fail)?;
-        let instructions =
-            open_counter(PERF_COUNT_HW_INSTRUCTIONS, cpu, Some(&leader)).map_err(fail)?;
+        let leader = open_counter(perf::HW_CPU_CYCLES, cpu, None).map_err(fail)?;
+        let instructions = open_counter(perf::HW_INSTRUCTIONS, cpu, Some(&leader)).map_err(fail)?;
         let mut s = IpcSampler {
             leader,
             _instructions: instructions,

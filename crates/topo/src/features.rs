@@ -209,70 +209,35 @@ impl Cpuid {
     }
 }
 
-/// A minimal `perf_event_open` probe (libc has no binding for the attribute struct).
+/// The `perf_event_open` probe behind [`Features::perf_hw_counters`].
 mod perf {
-    /// `struct perf_event_attr` up to `config1` (`PERF_ATTR_SIZE_VER0`, 64 bytes);
-    /// every kernel with perf accepts this size.
-    #[repr(C)]
-    #[derive(Default)]
-    struct PerfEventAttr {
-        type_: u32,
-        size: u32,
-        config: u64,
-        sample_period: u64,
-        sample_type: u64,
-        read_format: u64,
-        /// Bitfield: bit 0 `disabled`, bit 5 `exclude_kernel`, bit 6 `exclude_hv`.
-        flags: u64,
-        wakeup_events: u32,
-        bp_type: u32,
-        config1: u64,
-    }
-    const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 64);
-
-    const PERF_TYPE_HARDWARE: u32 = 0;
-    const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
-    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-    const DISABLED: u64 = 1 << 0;
-    const EXCLUDE_KERNEL: u64 = 1 << 5;
-    const EXCLUDE_HV: u64 = 1 << 6;
+    use crate::perf::{DISABLED, EXCLUDE_HV, EXCLUDE_KERNEL, HW_INSTRUCTIONS, open_hw};
 
     /// Opens (disabled, user-space only) and closes an instructions counter on the
     /// calling thread. `Err` carries the errno text.
     pub(super) fn probe_hw_instructions() -> Result<(), String> {
-        let attr = PerfEventAttr {
-            type_: PERF_TYPE_HARDWARE,
-            size: std::mem::size_of::<PerfEventAttr>() as u32,
-            config: PERF_COUNT_HW_INSTRUCTIONS,
-            flags: DISABLED | EXCLUDE_KERNEL | EXCLUDE_HV,
-            ..Default::default()
-        };
-        // SAFETY: `attr` is a valid, fully initialised perf_event_attr of the size it
-        // declares; pid 0 / cpu -1 = this thread on any CPU, no group.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                0 as libc::pid_t,
-                -1 as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            let hint = match e.raw_os_error() {
-                Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV) => {
-                    " (no hardware PMU exposed)"
-                }
-                Some(libc::EACCES | libc::EPERM) => " (see /proc/sys/kernel/perf_event_paranoid)",
-                _ => "",
-            };
-            return Err(format!("{e}{hint}"));
+        match open_hw(
+            HW_INSTRUCTIONS,
+            0,
+            -1,
+            None,
+            0,
+            DISABLED | EXCLUDE_KERNEL | EXCLUDE_HV,
+        ) {
+            Ok(_fd) => Ok(()), // closed on drop
+            Err(e) => {
+                let hint = match e.raw_os_error() {
+                    Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV) => {
+                        " (no hardware PMU exposed)"
+                    }
+                    Some(libc::EACCES | libc::EPERM) => {
+                        " (see /proc/sys/kernel/perf_event_paranoid)"
+                    }
+                    _ => "",
+                };
+                Err(format!("{e}{hint}"))
+            }
         }
-        // SAFETY: `fd` is a descriptor we just opened and nobody else owns.
-        unsafe { libc::close(fd as libc::c_int) };
-        Ok(())
     }
 }
 

@@ -38,6 +38,7 @@ mod cpulist;
 mod error;
 mod features;
 mod pairing;
+pub mod perf;
 mod pin;
 mod sysinfo;
 mod topology;
