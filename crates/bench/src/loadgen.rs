@@ -34,16 +34,8 @@ pub trait Clock: Send + Sync {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MonoClock;
 
-/// `CLOCK_MONOTONIC` now, ns.
-pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// `CLOCK_MONOTONIC` now, ns (the signal page's clock).
+pub use elfen_shm::clock::monotonic_ns as mono_ns;
 
 impl Clock for MonoClock {
     fn now_ns(&self) -> u64 {
