@@ -1,0 +1,542 @@
+package dev.elfen;
+
+import static dev.elfen.Layout.BATCH_HEADER_SIZE;
+import static dev.elfen.Layout.HEADER_SIZE;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.VarHandle;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.function.IntToLongFunction;
+
+/**
+ * An attached (or created) signal page: both files mapped into
+ * {@link MemorySegment}s (the Java mirror of Rust's {@code elfen_shm::Page}).
+ *
+ * <p>{@link #attach} validates, in the Rust side's order, and refuses anything
+ * else with an {@link ElfenException} naming the file and the mismatch: the
+ * file exists; it is at least as long as its header; magic; ABI version; line
+ * size 64; total size equals the file's; lane count 1..=4096 and consistent
+ * with the size; the expected lane count (if given); a known clock (and, Java
+ * only, MONOTONIC_NS for a handle that writes: see {@link PageClock}); then the
+ * same for the batch file, plus instance equality.
+ *
+ * <p>Access modes follow the permission model: {@link Access#LC} maps the page
+ * read-write and the batch file read-only, {@link Access#BATCH} the reverse,
+ * {@link Access#OBSERVER} both read-only; {@link #create} returns a
+ * {@link Access#CONTROLLER} handle (both read-write). Closing the page unmaps
+ * both files (and removes them if this handle created them and did not
+ * {@link #persist}); close it after the {@link LcLane}s and
+ * {@link BatchThread}s attached through it.
+ */
+public final class Page implements AutoCloseable {
+    /** Directory of pages named without a {@code /}. */
+    public static final String SHM_DIR = "/dev/shm";
+    /** The default page name. */
+    public static final String DEFAULT_NAME = "elfen";
+    /** How long {@link #readController} waits for a line being rewritten before calling it stuck. */
+    public static final long STUCK_SEQLOCK_NS = 100_000_000L;
+
+    private final Path path;
+    private final Path batchPath;
+    private final Arena arena;
+    private final MemorySegment page;
+    private final MemorySegment batch;
+    private final int lanes;
+    private final int clockKind;
+    private final long ticksPerSec;
+    private final Access access;
+    private volatile boolean owner;
+
+    private Page(Path path, Path batchPath, Arena arena, MemorySegment page, MemorySegment batch, int lanes,
+            int clockKind, long ticksPerSec, Access access, boolean owner) {
+        this.path = path;
+        this.batchPath = batchPath;
+        this.arena = arena;
+        this.page = page;
+        this.batch = batch;
+        this.lanes = lanes;
+        this.clockKind = clockKind;
+        this.ticksPerSec = ticksPerSec;
+        this.access = access;
+        this.owner = owner;
+    }
+
+    /** The page file for {@code name}: a name without {@code /} lives in /dev/shm, anything else is a path. */
+    public static Path pagePath(String name) {
+        return name.contains("/") ? Path.of(name) : Path.of(SHM_DIR, name);
+    }
+
+    /** The batch file that goes with page file {@code page}: {@code <page>.batch}. */
+    public static Path batchPath(Path page) {
+        return page.resolveSibling(page.getFileName() + ".batch");
+    }
+
+    /** Attaches the page at {@code path} as {@code access}, validating both files. */
+    public static Page attach(Path path, Access access) throws ElfenException {
+        return attachInner(path, access, -1);
+    }
+
+    /** As {@link #attach(Path, Access)}, and also requires {@code lanes} lanes. */
+    public static Page attach(Path path, Access access, int lanes) throws ElfenException {
+        return attachInner(path, access, lanes);
+    }
+
+    private static Page attachInner(Path path, Access access, int expect) throws ElfenException {
+        Native.requireSupported();
+        Arena arena = Arena.ofShared();
+        try {
+            MemorySegment p = PageFiles.mapChecked(path, PageFiles.open(path, access.pageWritable(), access.label()),
+                    HEADER_SIZE, access.pageWritable(), arena);
+            checkCommon(path, p, Layout.MAGIC, Layout.Header.TOTAL_SIZE, Layout.Header.LANE_COUNT, "signal page",
+                    Layout::pageSize, expect);
+            int lanes = Mem.get32(p, Layout.Header.LANE_COUNT);
+            int kind = Mem.get32(p, Layout.Header.CLOCK);
+            long rate = Mem.get64(p, Layout.Header.TICKS_PER_SEC);
+            checkClock(path, access, kind, rate);
+            Path bpath = batchPath(path);
+            MemorySegment b = PageFiles.mapChecked(bpath,
+                    PageFiles.open(bpath, access.batchWritable(), access.label()), BATCH_HEADER_SIZE,
+                    access.batchWritable(), arena);
+            checkCommon(bpath, b, Layout.BATCH_MAGIC, Layout.BatchHeader.TOTAL_SIZE, Layout.BatchHeader.LANE_COUNT,
+                    "batch file", Layout::batchSize, lanes);
+            long pi = Mem.get64(p, Layout.Header.INSTANCE);
+            long bi = Mem.get64(b, Layout.BatchHeader.INSTANCE);
+            if (pi != bi) {
+                throw ElfenException.mismatch(bpath, "instance (the batch file belongs to another page)", bi, pi);
+            }
+            return new Page(path, bpath, arena, p, b, lanes, kind, rate, access, false);
+        } catch (ElfenException | RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    private static void checkClock(Path path, Access access, int kind, long rate) throws ElfenException {
+        if ((kind != Layout.Clock.TSC && kind != Layout.Clock.MONOTONIC_NS) || rate == 0) {
+            throw ElfenException.mismatch(path, "clock", Integer.toUnsignedLong(kind), Layout.Clock.TSC);
+        }
+        if (kind == Layout.Clock.TSC && access.writes()) {
+            throw new ElfenException(ElfenException.Kind.CLOCK_UNSUPPORTED, path, "signal page " + path
+                    + ": its clock is TSC ticks (clock 1, " + Long.toUnsignedString(rate) + " ticks/s), which Java"
+                    + " cannot read, so a Java " + access.label() + " handle would write timestamps on another"
+                    + " clock; nothing was written. A Java writer needs a page whose clock is CLOCK_MONOTONIC ns"
+                    + " (clock 2): create the page from Java (Page.create), or from Rust with a MONOTONIC clock."
+                    + " Attach as OBSERVER to only read it.");
+        }
+        if (kind == Layout.Clock.TSC && !InvariantTsc.PRESENT) {
+            throw ElfenException.mismatch(path, "clock (TSC, but this machine has no invariant TSC)", kind,
+                    Layout.Clock.MONOTONIC_NS);
+        }
+    }
+
+    /** Whether this machine has an invariant TSC (x86: constant_tsc and nonstop_tsc in /proc/cpuinfo). */
+    static final class InvariantTsc {
+        static final boolean PRESENT = detect();
+
+        private static boolean detect() {
+            try {
+                for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
+                    if (line.startsWith("flags")) {
+                        String f = " " + line.substring(line.indexOf(':') + 1) + " ";
+                        return f.contains(" constant_tsc ") && f.contains(" nonstop_tsc ");
+                    }
+                }
+            } catch (IOException | RuntimeException e) {
+                return false;
+            }
+            return false;
+        }
+    }
+
+    private static String printable(long magic) {
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < 8; i++) {
+            int c = (int) (magic >>> (8 * i)) & 0xFF;
+            sb.append(c > 0x20 && c < 0x7F ? (char) c : '.');
+        }
+        return sb.toString();
+    }
+
+    private static void checkCommon(Path path, MemorySegment s, long wantMagic, int totalOff, int lanesOff,
+            String what, IntToLongFunction sizeOf, int expect) throws ElfenException {
+        long magic = Mem.acquire64(s, 0);
+        if (magic != wantMagic) {
+            throw ElfenException.badMagic(path, printable(magic), wantMagic == Layout.MAGIC ? "ELFENSIG" : "ELFENBAT",
+                    what);
+        }
+        int version = Mem.get32(s, 8);
+        if (version != Layout.ABI_VERSION) {
+            throw ElfenException.badVersion(path, version);
+        }
+        int line = Mem.get32(s, 12);
+        if (line != Layout.LINE_SIZE) {
+            throw ElfenException.mismatch(path, "line_size", Integer.toUnsignedLong(line), Layout.LINE_SIZE);
+        }
+        long total = Mem.get64(s, totalOff);
+        long actual = s.byteSize();
+        if (total != actual) {
+            throw ElfenException.mismatch(path, "total_size (vs the file's size)", total, actual);
+        }
+        int lanes = Mem.get32(s, lanesOff);
+        if (lanes == 0 || Integer.compareUnsigned(lanes, Layout.MAX_LANES) > 0) {
+            throw ElfenException.mismatch(path, "lane_count (must be 1..=4096)", Integer.toUnsignedLong(lanes), 1);
+        }
+        if (sizeOf.applyAsLong(lanes) != actual) {
+            throw ElfenException.mismatch(path, "total_size (vs lane_count)", total, sizeOf.applyAsLong(lanes));
+        }
+        if (expect >= 0 && expect != lanes) {
+            throw ElfenException.mismatch(path, "lane_count", lanes, expect);
+        }
+    }
+
+    /**
+     * Creates both files of a page at {@code path} from {@code spec}, with the
+     * clock MONOTONIC_NS, and returns it attached as {@link Access#CONTROLLER}.
+     * The files are complete before they appear under their names (batch file
+     * first), so a concurrent attach never sees a half-written page. Closing the
+     * returned page removes the files unless {@link #persist} was called.
+     */
+    public static Page create(Path path, PageSpec spec) throws ElfenException {
+        Native.requireSupported();
+        spec.validate();
+        Path bpath = batchPath(path);
+        int lanes = spec.lanes().size();
+        Identity id = spec.identity() != null ? spec.identity()
+                : new Identity(PageFiles.randomInstance(), (int) ProcessHandle.current().pid(),
+                        Instant.now().getEpochSecond());
+        if (!spec.replace() && Files.exists(path)) {
+            int pid = PageFiles.readCreatorPid(path);
+            throw ElfenException.exists(path, pid, Native.alive(pid));
+        }
+        PageFiles.publish(bpath, Layout.batchSize(lanes), spec.batchMode(), spec.batchGid(), true, m -> {
+            Mem.set32(m, Layout.BatchHeader.ABI_VERSION, Layout.ABI_VERSION);
+            Mem.set32(m, Layout.BatchHeader.LINE_SIZE, Layout.LINE_SIZE);
+            Mem.set64(m, Layout.BatchHeader.TOTAL_SIZE, Layout.batchSize(lanes));
+            Mem.set32(m, Layout.BatchHeader.LANE_COUNT, lanes);
+            Mem.set64(m, Layout.BatchHeader.INSTANCE, id.instance());
+            Mem.release64(m, Layout.BatchHeader.MAGIC, Layout.BATCH_MAGIC);
+        });
+        try {
+            PageFiles.publish(path, Layout.pageSize(lanes), spec.pageMode(), null, spec.replace(), m -> {
+                Mem.set32(m, Layout.Header.ABI_VERSION, Layout.ABI_VERSION);
+                Mem.set32(m, Layout.Header.LINE_SIZE, Layout.LINE_SIZE);
+                Mem.set64(m, Layout.Header.TOTAL_SIZE, Layout.pageSize(lanes));
+                Mem.set32(m, Layout.Header.LANE_COUNT, lanes);
+                Mem.set32(m, Layout.Header.CLOCK, Layout.Clock.MONOTONIC_NS);
+                Mem.set64(m, Layout.Header.TICKS_PER_SEC, PageClock.TICKS_PER_SEC);
+                Mem.set64(m, Layout.Header.INSTANCE, id.instance());
+                Mem.set32(m, Layout.Header.CREATOR_PID, id.creatorPid());
+                Mem.set64(m, Layout.Header.CREATED_UNIX_S, id.createdUnixS());
+                for (int i = 0; i < lanes; i++) {
+                    storeController(m, Layout.controllerLine(i), spec.lanes().get(i));
+                }
+                Mem.release64(m, Layout.Header.MAGIC, Layout.MAGIC);
+            });
+        } catch (ElfenException e) {
+            deleteQuietly(bpath);
+            throw e;
+        }
+        Arena arena = Arena.ofShared();
+        try {
+            MemorySegment p = PageFiles.mapChecked(path, PageFiles.open(path, true, "controller"), HEADER_SIZE, true,
+                    arena);
+            MemorySegment b = PageFiles.mapChecked(bpath, PageFiles.open(bpath, true, "controller"),
+                    BATCH_HEADER_SIZE, true, arena);
+            return new Page(path, bpath, arena, p, b, lanes, Layout.Clock.MONOTONIC_NS, PageClock.TICKS_PER_SEC,
+                    Access.CONTROLLER, true);
+        } catch (ElfenException | RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    private static void deleteQuietly(Path p) {
+        try {
+            Files.deleteIfExists(p);
+        } catch (IOException e) {
+            // best effort
+        }
+    }
+
+    /** Removes both files of the page at {@code path} (missing files are fine). */
+    public static void remove(Path path) throws ElfenException {
+        for (Path p : new Path[] {path, batchPath(path)}) {
+            try {
+                Files.deleteIfExists(p);
+            } catch (IOException e) {
+                throw ElfenException.os(p, "remove", e);
+            }
+        }
+    }
+
+    /** Keeps the files after this (creating) handle is closed. */
+    public void persist() {
+        owner = false;
+    }
+
+    /** Unmaps both files; removes them if this handle created them and did not {@link #persist}. */
+    @Override
+    public void close() {
+        if (owner) {
+            owner = false;
+            deleteQuietly(path);
+            deleteQuietly(batchPath);
+        }
+        if (arena.scope().isAlive()) {
+            arena.close();
+        }
+    }
+
+    // ---- identity
+
+    /** The page file. */
+    public Path path() {
+        return path;
+    }
+
+    /** The batch file. */
+    public Path batchPath() {
+        return batchPath;
+    }
+
+    /** Number of lanes. */
+    public int laneCount() {
+        return lanes;
+    }
+
+    /** {@link Layout.Clock} kind of the page's timestamps. */
+    public int clockKind() {
+        return clockKind;
+    }
+
+    /** Page-clock ticks per second. */
+    public long ticksPerSec() {
+        return ticksPerSec;
+    }
+
+    /** Converts page-clock ticks to nanoseconds. */
+    public long ticksToNs(long ticks) {
+        if (ticksPerSec == PageClock.TICKS_PER_SEC) {
+            return ticks;
+        }
+        return mulDiv(ticks, 1_000_000_000L, ticksPerSec);
+    }
+
+    /** {@code a * b / c} on unsigned 64-bit values, truncated to 64 bits (Rust's u128 arithmetic). */
+    private static long mulDiv(long a, long b, long c) {
+        return new java.math.BigInteger(Long.toUnsignedString(a)).multiply(java.math.BigInteger.valueOf(b))
+                .divide(new java.math.BigInteger(Long.toUnsignedString(c))).longValue();
+    }
+
+    /** How this handle attached. */
+    public Access access() {
+        return access;
+    }
+
+    /** Whether this handle may write the page file (LC, controller). */
+    public boolean pageWritable() {
+        return access.pageWritable();
+    }
+
+    /** Whether this handle may write the batch file (batch, controller). */
+    public boolean batchWritable() {
+        return access.batchWritable();
+    }
+
+    /** The random instance id shared by both files. */
+    public long instance() {
+        return Mem.get64(page, Layout.Header.INSTANCE);
+    }
+
+    /** The process that created the page. */
+    public int creatorPid() {
+        return Mem.get32(page, Layout.Header.CREATOR_PID);
+    }
+
+    /** Creation time, Unix seconds. */
+    public long createdUnixS() {
+        return Mem.get64(page, Layout.Header.CREATED_UNIX_S);
+    }
+
+    /** Page clock at the controller's last sign of life (0 = never). */
+    public long heartbeat() {
+        return Mem.acquire64(page, Layout.Header.HEARTBEAT);
+    }
+
+    /** The control word. */
+    public long control() {
+        return Mem.acquire64(page, Layout.Header.CONTROL);
+    }
+
+    /** Whether the kill switch is set. */
+    public boolean killed() {
+        return (control() & Layout.Control.KILL) != 0;
+    }
+
+    // ---- lanes
+
+    void checkLane(int lane) throws ElfenException {
+        if (lane < 0 || lane >= lanes) {
+            throw ElfenException.laneOutOfRange(path, lane, lanes);
+        }
+    }
+
+    /** Lane {@code lane}'s LC line, each field read once. */
+    public LcLineSnapshot readLc(int lane) throws ElfenException {
+        checkLane(lane);
+        long o = Layout.lcLine(lane);
+        return new LcLineSnapshot(Mem.acquire64(page, o + Layout.LcLine.STATE),
+                Mem.get64(page, o + Layout.LcLine.REQUEST_ID), Mem.get64(page, o + Layout.LcLine.BUSY_SINCE),
+                Mem.get64(page, o + Layout.LcLine.BUSY_TICKS), Mem.get64(page, o + Layout.LcLine.REQUESTS),
+                Mem.get32(page, o + Layout.LcLine.LC_TID));
+    }
+
+    /** Lane {@code lane}'s batch line, each field read once. */
+    public BatchLineSnapshot readBatch(int lane) throws ElfenException {
+        checkLane(lane);
+        long o = Layout.batchLine(lane);
+        return new BatchLineSnapshot(Mem.get32(batch, o + Layout.BatchLine.ATTACHED),
+                Mem.get32(batch, o + Layout.BatchLine.SLEEPERS), Mem.get32(batch, o + Layout.BatchLine.NAPPING),
+                Mem.get64(batch, o + Layout.BatchLine.NAPS), Mem.get64(batch, o + Layout.BatchLine.WAKES),
+                Mem.get64(batch, o + Layout.BatchLine.RUN_TICKS), Mem.get64(batch, o + Layout.BatchLine.CORUN_TICKS),
+                Mem.get64(batch, o + Layout.BatchLine.LAST_CHANGE), Mem.get64(batch, o + Layout.BatchLine.SLOW_CHECKS));
+    }
+
+    /** The lane whose controller line names logical CPU {@code cpu}, or -1. */
+    public int laneOfCpu(int cpu) {
+        for (int l = 0; l < lanes; l++) {
+            if (Mem.get32(page, Layout.controllerLine(l) + Layout.ControllerLine.CPU) == cpu) {
+                return l;
+            }
+        }
+        return -1;
+    }
+
+    /**
+     * Reads lane {@code lane}'s controller line consistently, retrying while
+     * the controller rewrites it; a line odd for {@link #STUCK_SEQLOCK_NS} is
+     * reported stuck rather than hanging the reader.
+     */
+    public ControllerConfig readController(int lane) throws ElfenException {
+        checkLane(lane);
+        long o = Layout.controllerLine(lane);
+        long deadline = System.nanoTime() + STUCK_SEQLOCK_NS;
+        int spins = 0;
+        while (true) {
+            int s0 = Mem.acquire32(page, o + Layout.ControllerLine.CONFIG_SEQ);
+            if ((s0 & 1) == 1) {
+                Thread.onSpinWait();
+                spins++;
+                if (spins % 1024 == 0 && System.nanoTime() - deadline > 0) {
+                    throw ElfenException.stuckController(path, lane);
+                }
+                continue;
+            }
+            int[] partners = new int[Layout.MAX_PARTNERS];
+            for (int i = 0; i < partners.length; i++) {
+                partners[i] = Mem.get32(page, o + Layout.ControllerLine.PARTNERS + 4L * i);
+            }
+            ControllerConfig cfg = new ControllerConfig(Mem.get32(page, o + Layout.ControllerLine.ROLE),
+                    Mem.get32(page, o + Layout.ControllerLine.CPU), Mem.get32(page, o + Layout.ControllerLine.POLICY),
+                    Mem.get32(page, o + Layout.ControllerLine.NAP), Mem.get64(page, o + Layout.ControllerLine.BUDGET_NS),
+                    Mem.get32(page, o + Layout.ControllerLine.REF_IPC_MILLI),
+                    Mem.get32(page, o + Layout.ControllerLine.PARTNER_COUNT), partners,
+                    Mem.get32(page, o + Layout.ControllerLine.HYBRID_SPIN_NS), s0);
+            VarHandle.acquireFence();
+            if (Mem.get32(page, o + Layout.ControllerLine.CONFIG_SEQ) == s0) {
+                return cfg;
+            }
+        }
+    }
+
+    private void requirePageWritable(String what) throws ElfenException {
+        if (!access.pageWritable()) {
+            throw ElfenException.readOnly(path, what);
+        }
+    }
+
+    /** Rewrites lane {@code lane}'s controller line (controller only) under its seqlock. */
+    public void writeController(int lane, LaneSpec spec) throws ElfenException {
+        requirePageWritable("write a controller line");
+        checkLane(lane);
+        boolean badPartner = spec.partners().size() > Layout.MAX_PARTNERS;
+        for (int p : spec.partners()) {
+            badPartner |= Integer.compareUnsigned(p, lanes) >= 0 || p == lane;
+        }
+        if (badPartner) {
+            throw ElfenException.badSpec("lane " + lane + ": bad partners " + spec.partners());
+        }
+        if (Integer.compareUnsigned(spec.nap(), Layout.Nap.MWAITX) > 0
+                || Integer.compareUnsigned(spec.role(), Layout.Role.BATCH) > 0) {
+            throw ElfenException.badSpec("lane " + lane + ": unknown nap backend " + Integer.toUnsignedString(spec.nap())
+                    + " or role " + Integer.toUnsignedString(spec.role()));
+        }
+        long seqOff = Layout.controllerLine(lane) + Layout.ControllerLine.CONFIG_SEQ;
+        int s = Mem.get32(page, seqOff);
+        Mem.set32(page, seqOff, (s + 1) | 1);
+        VarHandle.releaseFence();
+        storeController(page, Layout.controllerLine(lane), spec);
+        Mem.release32(page, seqOff, (s | 1) + 1);
+    }
+
+    private static void storeController(MemorySegment m, long o, LaneSpec l) {
+        Mem.set32(m, o + Layout.ControllerLine.ROLE, l.role());
+        Mem.set32(m, o + Layout.ControllerLine.CPU, l.cpu());
+        Mem.set32(m, o + Layout.ControllerLine.POLICY, l.policy());
+        Mem.set32(m, o + Layout.ControllerLine.NAP, l.nap());
+        Mem.set64(m, o + Layout.ControllerLine.BUDGET_NS, l.budgetNs());
+        Mem.set32(m, o + Layout.ControllerLine.REF_IPC_MILLI, l.refIpcMilli());
+        Mem.set32(m, o + Layout.ControllerLine.PARTNER_COUNT, l.partners().size());
+        for (int i = 0; i < Layout.MAX_PARTNERS; i++) {
+            Mem.set32(m, o + Layout.ControllerLine.PARTNERS + 4L * i, i < l.partners().size() ? l.partners().get(i) : 0);
+        }
+        Mem.set32(m, o + Layout.ControllerLine.HYBRID_SPIN_NS, l.hybridSpinNs());
+    }
+
+    /** Sets or clears the kill switch (controller only). */
+    public void setKill(boolean kill) throws ElfenException {
+        requirePageWritable("set the kill switch");
+        if (kill) {
+            long unused = (long) Mem.U64.getAndBitwiseOrRelease(page, (long) Layout.Header.CONTROL,
+                    Layout.Control.KILL);
+        } else {
+            long unused = (long) Mem.U64.getAndBitwiseAndRelease(page, (long) Layout.Header.CONTROL,
+                    ~Layout.Control.KILL);
+        }
+    }
+
+    /** Records a sign of life of the controller (heartbeat = now). */
+    public void beat() throws ElfenException {
+        requirePageWritable("write the heartbeat");
+        Mem.release64(page, Layout.Header.HEARTBEAT, PageClock.now());
+    }
+
+    /** The page file's mapping (package-private: LcLane, BatchThread, tests). */
+    MemorySegment pageSegment() {
+        return page;
+    }
+
+    /** The batch file's mapping. */
+    MemorySegment batchSegment() {
+        return batch;
+    }
+
+    /** The magic as ASCII (for messages and tests). */
+    static String magicText(long magic) {
+        byte[] b = new byte[8];
+        for (int i = 0; i < 8; i++) {
+            b[i] = (byte) (magic >>> (8 * i));
+        }
+        return new String(b, StandardCharsets.US_ASCII);
+    }
+
+    @Override
+    public String toString() {
+        return "Page[" + path + ", " + lanes + " lanes, " + access.label() + ", clock " + clockKind + "]";
+    }
+}

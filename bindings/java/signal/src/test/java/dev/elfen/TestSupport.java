@@ -1,0 +1,85 @@
+package dev.elfen;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+
+/** Where the repository's test data is, and small helpers the tests share. */
+final class TestSupport {
+    private TestSupport() {}
+
+    /**
+     * testdata/signal of the repository: from the {@code elfen.repo.root}
+     * system property (the pom sets it), else the first parent of the working
+     * directory that has it. Fails the test (never skips) when it is missing:
+     * the golden vectors ship with the repository.
+     */
+    static Path signalTestdata() {
+        String root = System.getProperty("elfen.repo.root");
+        if (root != null) {
+            Path p = Path.of(root, "testdata", "signal").toAbsolutePath().normalize();
+            if (Files.isRegularFile(p.resolve("v1-2lanes.json"))) {
+                return p;
+            }
+        }
+        for (Path d = Path.of("").toAbsolutePath(); d != null; d = d.getParent()) {
+            Path p = d.resolve("testdata").resolve("signal");
+            if (Files.isRegularFile(p.resolve("v1-2lanes.json"))) {
+                return p;
+            }
+        }
+        return fail("testdata/signal/v1-2lanes.json not found (elfen.repo.root=" + root + ", working directory "
+                + Path.of("").toAbsolutePath() + "): the golden vectors ship with the repository");
+    }
+
+    /** The golden JSON, parsed. */
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> goldenJson() throws IOException {
+        return (Map<String, Object>) MiniJson.parse(Files.readString(signalTestdata().resolve("v1-2lanes.json")));
+    }
+
+    /** The golden JSON's field list. */
+    @SuppressWarnings("unchecked")
+    static List<Map<String, Object>> goldenFields() throws IOException {
+        return (List<Map<String, Object>>) goldenJson().get("fields");
+    }
+
+    /** Copies the golden page and batch file to {@code dir}/{@code name}; returns the page path. */
+    static Path copyGolden(Path dir, String name) throws IOException {
+        Path td = signalTestdata();
+        Path p = dir.resolve(name);
+        Files.copy(td.resolve("v1-2lanes.page.bin"), p);
+        Files.copy(td.resolve("v1-2lanes.batch.bin"), Page.batchPath(p));
+        return p;
+    }
+
+    /** A 2-lane page (cpu 0 request, cpu 1 batch) with {@code policy} and {@code budgetNs}. */
+    static PageSpec twoLanes(int policy, long budgetNs) {
+        return PageSpec.forPair(0, List.of(1), policy, budgetNs);
+    }
+
+    /** Reads a little-endian unsigned field of {@code size} bytes. */
+    static long readLe(byte[] b, int off, int size) {
+        long v = 0;
+        for (int i = size - 1; i >= 0; i--) {
+            v = (v << 8) | (b[off + i] & 0xFF);
+        }
+        return v;
+    }
+
+    /** Waits up to {@code ms} for {@code cond}; returns whether it held. */
+    static boolean await(long ms, java.util.function.BooleanSupplier cond) throws InterruptedException {
+        long deadline = System.nanoTime() + ms * 1_000_000L;
+        while (System.nanoTime() - deadline < 0) {
+            if (cond.getAsBoolean()) {
+                return true;
+            }
+            Thread.sleep(1);
+        }
+        return cond.getAsBoolean();
+    }
+}
