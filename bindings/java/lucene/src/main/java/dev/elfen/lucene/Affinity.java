@@ -1,0 +1,125 @@
+package dev.elfen.lucene;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.VarHandle;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Pins the calling thread to CPUs: a foreign-function downcall to Linux {@code
+ * sched_setaffinity(0, ...)}, where pid 0 means the calling thread (a Java platform thread is
+ * one kernel thread). Needs {@code --enable-native-access=ALL-UNNAMED} to run without a
+ * warning.
+ */
+public final class Affinity {
+  private static final int SET_BYTES = 128; // cpu_set_t: 1024 CPUs
+  private static final Linker LINKER = Linker.nativeLinker();
+  private static final StructLayoutHolder ERRNO = new StructLayoutHolder();
+  private static final MethodHandle SET;
+  private static final MethodHandle GETTID;
+
+  static {
+    var lookup = LINKER.defaultLookup();
+    SET = LINKER.downcallHandle(lookup.find("sched_setaffinity").orElseThrow(),
+        FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS),
+        ERRNO.option);
+    GETTID = LINKER.downcallHandle(lookup.find("gettid").orElseThrow(),
+        FunctionDescriptor.of(ValueLayout.JAVA_INT));
+  }
+
+  /** The captured-errno layout and its accessor. */
+  private static final class StructLayoutHolder {
+    final Linker.Option option = Linker.Option.captureCallState("errno");
+    final MemoryLayout layout = Linker.Option.captureStateLayout();
+    final VarHandle errno = layout.varHandle(MemoryLayout.PathElement.groupElement("errno"));
+  }
+
+  private Affinity() {}
+
+  /** Parses a CPU list such as {@code 0}, {@code 1,3} or {@code 0-2,5}. */
+  public static List<Integer> parseCpus(String list) {
+    List<Integer> out = new ArrayList<>();
+    for (String part : list.split(",")) {
+      String t = part.strip();
+      if (t.isEmpty()) {
+        continue;
+      }
+      try {
+        int dash = t.indexOf('-');
+        if (dash > 0) {
+          int a = Integer.parseInt(t.substring(0, dash).strip());
+          int b = Integer.parseInt(t.substring(dash + 1).strip());
+          for (int c = a; c <= b; c++) {
+            out.add(c);
+          }
+        } else {
+          out.add(Integer.parseInt(t));
+        }
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("not a CPU list: '" + list + "'");
+      }
+    }
+    for (int c : out) {
+      if (c < 0 || c >= SET_BYTES * 8) {
+        throw new IllegalArgumentException("CPU " + c + " out of range in '" + list + "'");
+      }
+    }
+    if (out.isEmpty()) {
+      throw new IllegalArgumentException("empty CPU list");
+    }
+    return out;
+  }
+
+  /** Restricts the calling thread to {@code cpus}. */
+  public static void pinCurrentThread(List<Integer> cpus) {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment set = arena.allocate(SET_BYTES);
+      for (int c : cpus) {
+        long off = c / 8;
+        set.set(ValueLayout.JAVA_BYTE, off, (byte) (set.get(ValueLayout.JAVA_BYTE, off) | (1 << (c % 8))));
+      }
+      MemorySegment state = arena.allocate(ERRNO.layout);
+      int rc = (int) SET.invokeExact(state, 0, (long) SET_BYTES, set);
+      if (rc != 0) {
+        int errno = (int) ERRNO.errno.get(state, 0L);
+        throw new IllegalStateException("sched_setaffinity(" + cpus + ") failed: errno " + errno);
+      }
+    } catch (RuntimeException e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException("sched_setaffinity downcall failed", t);
+    }
+  }
+
+  /** The calling thread's kernel thread id. */
+  public static int tid() {
+    try {
+      return (int) GETTID.invokeExact();
+    } catch (Throwable t) {
+      throw new IllegalStateException("gettid downcall failed", t);
+    }
+  }
+
+  /** The calling thread's allowed CPUs as the kernel reports them ({@code Cpus_allowed_list}). */
+  public static String currentCpus() {
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/thread-self/status"))) {
+        if (line.startsWith("Cpus_allowed_list:")) {
+          return line.substring("Cpus_allowed_list:".length()).strip();
+        }
+      }
+    } catch (IOException e) {
+      return "unknown (" + e.getMessage() + ")";
+    }
+    return "unknown";
+  }
+}

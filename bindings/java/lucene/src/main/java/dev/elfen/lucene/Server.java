@@ -1,0 +1,325 @@
+package dev.elfen.lucene;
+
+import java.io.BufferedInputStream;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The search server of {@code docs/lc-protocol.md}: an acceptor thread and one dispatcher
+ * thread per connection (on the side CPUs) read requests into a FIFO queue; ONE worker thread,
+ * pinned to the request lane's CPU, takes them in order, runs the query, writes the response
+ * itself and publishes begin / end with the queue length through {@link LcSignal} (the worker
+ * is the single writer of the LC line). Pings, bad requests and protocol errors are answered
+ * by the dispatcher at once. Every socket has {@code TCP_NODELAY}.
+ *
+ * <p>Life cycle: construct with a bound listening socket, {@link #startWorker} (pins, warms up
+ * on the worker itself), {@link #awaitReady}, {@link #startAccepting} (work requests are served
+ * from now on, e.g. a warm-up over the wire), then {@link #openForPings}: pings are held until
+ * then, so the harness sees the service ready only once everything is warm.
+ */
+public final class Server implements AutoCloseable {
+  /** Where threads run and what the worker publishes. */
+  public record Config(List<Integer> workerCpus, List<Integer> sideCpus, LcSignal signal, PrintStream log) {}
+
+  /** A work request waiting in the queue. */
+  private record Job(Conn conn, long id, String term, long arrivedNs) {}
+
+  private static final Job STOP = new Job(null, 0, null, 0);
+
+  private final ServerSocket listener;
+  private final Search search;
+  private final Config cfg;
+  private final LinkedBlockingQueue<Job> queue = new LinkedBlockingQueue<>();
+  private final Set<Conn> conns = ConcurrentHashMap.newKeySet();
+  private final CountDownLatch ready = new CountDownLatch(1);
+  private final CountDownLatch open = new CountDownLatch(1);
+  private volatile Throwable workerFailure;
+  private volatile boolean stopping;
+  private Thread worker;
+  private Thread acceptor;
+
+  /** Requests answered with status 0 by the worker. */
+  public final AtomicLong served = new AtomicLong();
+  /** Requests answered with status 1 (bad request, protocol error). */
+  public final AtomicLong badRequests = new AtomicLong();
+  /** Requests answered with status 2 (the query failed). */
+  public final AtomicLong serviceErrors = new AtomicLong();
+  /** Pings answered. */
+  public final AtomicLong pings = new AtomicLong();
+  /** Sum of service times of served requests. */
+  public final AtomicLong serviceNsTotal = new AtomicLong();
+
+  /** A server on {@code listener} (already bound) running {@code search}. */
+  public Server(ServerSocket listener, Search search, Config cfg) {
+    this.listener = listener;
+    this.search = search;
+    this.cfg = cfg;
+  }
+
+  /** The port it listens on. */
+  public int port() {
+    return listener.getLocalPort();
+  }
+
+  /** Starts the worker: it pins itself, runs {@code warmup} (may be null), then is ready. */
+  public void startWorker(Runnable warmup) {
+    worker = new Thread(() -> workerMain(warmup), "elfen-lucene-worker");
+    worker.start();
+  }
+
+  /** Waits until the worker is warm; rethrows its failure. */
+  public void awaitReady() throws InterruptedException {
+    ready.await();
+    if (workerFailure != null) {
+      throw new IllegalStateException("worker failed during start-up: " + workerFailure, workerFailure);
+    }
+  }
+
+  /** Starts accepting connections (after {@link #awaitReady}). */
+  public void startAccepting() {
+    acceptor = new Thread(this::acceptLoop, "elfen-lucene-acceptor");
+    acceptor.setDaemon(true);
+    acceptor.start();
+  }
+
+  /** Lets pings be answered (they wait until this is called). */
+  public void openForPings() {
+    open.countDown();
+  }
+
+  private void awaitOpen() {
+    try {
+      open.await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private void pinSide() {
+    if (cfg.sideCpus() != null) {
+      Affinity.pinCurrentThread(cfg.sideCpus());
+    }
+  }
+
+  private void acceptLoop() {
+    pinSide();
+    while (!stopping) {
+      Socket s;
+      try {
+        s = listener.accept();
+      } catch (IOException e) {
+        if (!stopping) {
+          cfg.log().println("serve: accept failed: " + e);
+        }
+        return;
+      }
+      try {
+        s.setTcpNoDelay(true);
+        Conn c = new Conn(s);
+        conns.add(c);
+        Thread t = new Thread(() -> dispatch(c), "elfen-lucene-dispatch-" + s.getPort());
+        t.setDaemon(true);
+        t.start();
+      } catch (IOException e) {
+        cfg.log().println("serve: setting up a connection failed: " + e);
+        closeQuietly(s);
+      }
+    }
+  }
+
+  /** Reads one connection's requests: queues work, answers pings and bad requests at once. */
+  private void dispatch(Conn c) {
+    pinSide();
+    byte[] header = new byte[Protocol.REQUEST_HEADER_BYTES];
+    byte[] payload = new byte[Protocol.MAX_PAYLOAD_BYTES];
+    byte[] resp = new byte[Protocol.RESPONSE_BYTES];
+    try {
+      DataInputStream in = new DataInputStream(new BufferedInputStream(c.socket.getInputStream(), 1 << 16));
+      while (!c.closed) {
+        try {
+          in.readFully(header);
+        } catch (EOFException e) {
+          break;
+        }
+        long arrived = System.nanoTime();
+        Protocol.Header h = Protocol.decodeHeader(header);
+        if (h.len() > Protocol.MAX_PAYLOAD_BYTES) {
+          badRequests.incrementAndGet();
+          c.respond(resp, h.id(), 0, 0, Protocol.STATUS_BAD_REQUEST, 0);
+          c.close();
+          break;
+        }
+        int len = (int) h.len();
+        in.readFully(payload, 0, len);
+        if (h.kind() == Protocol.KIND_PING) {
+          awaitOpen();
+          pings.incrementAndGet();
+          c.respond(resp, h.id(), 0, 0, Protocol.STATUS_OK, 0);
+          continue;
+        }
+        String term = h.kind() == Protocol.KIND_WORK
+            ? Tasks.termOfPayload(new String(payload, 0, len, StandardCharsets.UTF_8)) : null;
+        if (term == null) {
+          badRequests.incrementAndGet();
+          c.respond(resp, h.id(), 0, 0, Protocol.STATUS_BAD_REQUEST, 0);
+          continue;
+        }
+        c.pending.incrementAndGet();
+        queue.add(new Job(c, h.id(), term, arrived));
+      }
+    } catch (IOException e) {
+      if (!c.closed && !stopping) {
+        cfg.log().println("serve: connection from port " + c.socket.getPort() + " failed: " + e.getMessage());
+      }
+      c.close();
+    } finally {
+      c.readDone = true;
+      if (c.pending.get() == 0) {
+        c.close();
+      }
+    }
+  }
+
+  private void workerMain(Runnable warmup) {
+    try {
+      if (cfg.workerCpus() != null) {
+        Affinity.pinCurrentThread(cfg.workerCpus());
+      }
+      cfg.log().println("serve: worker tid " + Affinity.tid() + " on CPUs " + Affinity.currentCpus());
+      if (warmup != null) {
+        warmup.run();
+      }
+    } catch (Throwable t) {
+      workerFailure = t;
+      ready.countDown();
+      return;
+    }
+    ready.countDown();
+    byte[] resp = new byte[Protocol.RESPONSE_BYTES];
+    LcSignal signal = cfg.signal();
+    while (true) {
+      Job job;
+      try {
+        job = queue.take();
+      } catch (InterruptedException e) {
+        return;
+      }
+      if (job == STOP) {
+        return;
+      }
+      Conn c = job.conn();
+      if (c.closed) {
+        c.finishOne();
+        continue;
+      }
+      long begin = System.nanoTime();
+      signal.begin(job.id(), queue.size());
+      int status = Protocol.STATUS_OK;
+      int hits = 0;
+      try {
+        hits = search.run(job.term());
+      } catch (IOException | RuntimeException e) {
+        status = Protocol.STATUS_SERVICE_ERROR;
+        serviceErrors.incrementAndGet();
+        cfg.log().println("serve: query '" + job.term() + "' failed: " + e);
+      }
+      long end = System.nanoTime();
+      c.respond(resp, job.id(), end - begin, begin - job.arrivedNs(), status, hits);
+      signal.end(queue.size());
+      if (status == Protocol.STATUS_OK) {
+        served.incrementAndGet();
+        serviceNsTotal.addAndGet(end - begin);
+      }
+      c.finishOne();
+    }
+  }
+
+  /** Requests waiting in the queue now. */
+  public int queueLength() {
+    return queue.size();
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    stopping = true;
+    open.countDown();
+    closeQuietly(listener);
+    for (Conn c : conns) {
+      c.close();
+    }
+    if (worker != null) {
+      queue.add(STOP);
+      worker.join(5000);
+    }
+    if (acceptor != null) {
+      acceptor.join(5000);
+    }
+  }
+
+  private static void closeQuietly(AutoCloseable c) {
+    try {
+      c.close();
+    } catch (Exception ignored) {
+      // closing on the way out
+    }
+  }
+
+  /** One client connection; the worker and its dispatcher both write responses to it. */
+  private final class Conn {
+    final Socket socket;
+    final OutputStream out;
+    final AtomicInteger pending = new AtomicInteger();
+    volatile boolean readDone;
+    volatile boolean closed;
+
+    Conn(Socket socket) throws IOException {
+      this.socket = socket;
+      this.out = socket.getOutputStream();
+    }
+
+    void respond(byte[] buf, long id, long serviceNs, long queuedNs, int status, int result) {
+      Protocol.encodeResponse(buf, id, serviceNs, queuedNs, status, result);
+      synchronized (this) {
+        if (closed) {
+          return;
+        }
+        try {
+          out.write(buf);
+        } catch (IOException e) {
+          close();
+        }
+      }
+    }
+
+    /** A queued request of this connection is done (answered or skipped). */
+    void finishOne() {
+      if (pending.decrementAndGet() == 0 && readDone) {
+        close();
+      }
+    }
+
+    void close() {
+      synchronized (this) {
+        if (closed) {
+          return;
+        }
+        closed = true;
+      }
+      closeQuietly(socket);
+      conns.remove(this);
+    }
+  }
+}

@@ -1,0 +1,37 @@
+package dev.elfen.lucene;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+
+class AffinityTest {
+  @Test
+  void parsesCpuLists() {
+    assertEquals(List.of(0), Affinity.parseCpus("0"));
+    assertEquals(List.of(1, 3), Affinity.parseCpus("1,3"));
+    assertEquals(List.of(0, 1, 2, 5), Affinity.parseCpus(" 0-2 , 5 "));
+    assertThrows(IllegalArgumentException.class, () -> Affinity.parseCpus("a"));
+    assertThrows(IllegalArgumentException.class, () -> Affinity.parseCpus(""));
+    assertThrows(IllegalArgumentException.class, () -> Affinity.parseCpus("5000"));
+  }
+
+  @Test
+  void pinsTheCallingThreadOnly() throws InterruptedException {
+    String before = Affinity.currentCpus();
+    int first = Affinity.parseCpus(before).get(0);
+    AtomicReference<String> seen = new AtomicReference<>();
+    Thread t = new Thread(() -> {
+      Affinity.pinCurrentThread(List.of(first));
+      seen.set(Affinity.currentCpus());
+    });
+    t.start();
+    t.join();
+    assertEquals(Integer.toString(first), seen.get());
+    assertEquals(before, Affinity.currentCpus());
+    assertTrue(Affinity.tid() > 0);
+  }
+}
