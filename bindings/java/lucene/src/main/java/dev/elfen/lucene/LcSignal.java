@@ -1,19 +1,21 @@
 package dev.elfen.lucene;
 
+import dev.elfen.ElfenException;
+import dev.elfen.LcLane;
+import java.nio.file.Path;
+
 /**
  * How the server publishes its request lane's state on the signal page: the one place that
  * talks to the Java binding's LC API ({@code ELFEN_LC_SIGNAL}).
  *
  * <ul>
  *   <li>{@code api}: attach lane {@code ELFEN_LANE} of the page {@code ELFEN_PAGE} as the LC
- *       thread; {@link #begin} / {@link #end} call {@code requestBegin} / {@code requestEnd}
- *       and publish the queue length. Only the worker thread calls them (the single writer of
- *       the LC line).
+ *       thread ({@link LcLane}); {@link #begin} publishes the queue length and calls {@code
+ *       requestBegin}, {@link #end} publishes the queue length and calls {@code requestEnd}.
+ *       Open it on the worker thread: the binding records the calling thread as the lane's LC
+ *       thread, the single writer of the LC line.
  *   <li>{@code none}: publish nothing (an unmodified service; a source outside it publishes).
  * </ul>
- *
- * <p>TODO(java binding): {@code api} needs {@code bindings/java/signal} ({@code LcLane}); until
- * it is a dependency of this module, asking for {@code api} is an error, never a silent no-op.
  */
 public abstract class LcSignal implements AutoCloseable {
   /** Publishes nothing. */
@@ -31,25 +33,51 @@ public abstract class LcSignal implements AutoCloseable {
   };
 
   /**
-   * The publisher for {@code mode} ({@code api} or {@code none}).
+   * Checks {@code mode} and its arguments without attaching (to fail before a long start-up).
    *
-   * @throws IllegalArgumentException for an unknown mode, or {@code api} without page and lane
-   * @throws IllegalStateException when {@code api} is asked for and the binding is not available
+   * @throws IllegalArgumentException for an unknown mode, or {@code api} without a page and a
+   *     lane number
    */
-  public static LcSignal open(String mode, String page, String lane) {
+  public static void validate(String mode, String page, String lane) {
     String m = mode == null ? "none" : mode.strip();
     switch (m) {
-      case "none":
-        return NONE;
-      case "api":
+      case "none" -> { }
+      case "api" -> {
         if (page == null || lane == null) {
           throw new IllegalArgumentException("ELFEN_LC_SIGNAL=api needs ELFEN_PAGE and ELFEN_LANE (--page, --lane)");
         }
-        throw new IllegalStateException("ELFEN_LC_SIGNAL=api: the Java binding of the signal page"
-            + " (bindings/java/signal, LcLane) is not available to this build of elfen-lucene yet;"
-            + " use ELFEN_LC_SIGNAL=none");
-      default:
-        throw new IllegalArgumentException("ELFEN_LC_SIGNAL must be 'api' or 'none', not '" + m + "'");
+        parseLane(lane);
+      }
+      default -> throw new IllegalArgumentException("ELFEN_LC_SIGNAL must be 'api' or 'none', not '" + m + "'");
+    }
+  }
+
+  private static int parseLane(String lane) {
+    try {
+      return Integer.parseInt(lane.strip());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("ELFEN_LANE / --lane: not a lane number: '" + lane + "'");
+    }
+  }
+
+  /**
+   * The publisher for {@code mode} ({@code api} or {@code none}), attached on the calling
+   * thread.
+   *
+   * @throws IllegalArgumentException as {@link #validate}
+   * @throws IllegalStateException when {@code api} cannot attach (the binding's reason)
+   */
+  public static LcSignal open(String mode, String page, String lane) {
+    validate(mode, page, lane);
+    if (mode == null || mode.strip().equals("none")) {
+      return NONE;
+    }
+    int n = parseLane(lane);
+    try {
+      return new Api(LcLane.open(Path.of(page), n));
+    } catch (ElfenException e) {
+      throw new IllegalStateException("ELFEN_LC_SIGNAL=api: cannot attach request lane " + n + " of " + page
+          + ": " + e.getMessage(), e);
     }
   }
 
@@ -64,4 +92,35 @@ public abstract class LcSignal implements AutoCloseable {
 
   @Override
   public void close() {}
+
+  /** Publishes through the binding's {@link LcLane}. */
+  private static final class Api extends LcSignal {
+    private final LcLane lc;
+
+    Api(LcLane lc) {
+      this.lc = lc;
+    }
+
+    @Override
+    public void begin(long id, int queueLen) {
+      lc.setQueueLen(queueLen);
+      lc.requestBegin(id);
+    }
+
+    @Override
+    public void end(int queueLen) {
+      lc.setQueueLen(queueLen);
+      lc.requestEnd();
+    }
+
+    @Override
+    public String describe() {
+      return "api (request lane " + lc.lane() + " of " + lc.page().path() + ", LC thread " + lc.tid() + ")";
+    }
+
+    @Override
+    public void close() {
+      lc.close();
+    }
+  }
 }

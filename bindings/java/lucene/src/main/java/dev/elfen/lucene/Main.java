@@ -139,8 +139,10 @@ public final class Main {
     if (port < 0 || port > 65535) {
       throw new IllegalArgumentException("serve needs --port N or ELFEN_PORT");
     }
-    LcSignal signal = LcSignal.open(o.get("lc-signal", "ELFEN_LC_SIGNAL", "none"),
-        o.get("page", "ELFEN_PAGE"), o.get("lane", "ELFEN_LANE"));
+    String mode = o.get("lc-signal", "ELFEN_LC_SIGNAL", "none");
+    String page = o.get("page", "ELFEN_PAGE");
+    String lane = o.get("lane", "ELFEN_LANE");
+    LcSignal.validate(mode, page, lane);
     String cpu = o.get("cpu", "ELFEN_CPU");
     String side = o.get("side-cpus", "ELFEN_SIDE_CPUS");
     List<Integer> workerCpus = cpu == null ? null : Affinity.parseCpus(cpu);
@@ -164,7 +166,7 @@ public final class Main {
     boolean exact = Boolean.parseBoolean(o.get("exact-total-hits", null, "true"));
     Search search = new Search(idx.reader(), exact);
     Server server = new Server(listener, search,
-        new Server.Config(workerCpus, sideCpus, signal, log));
+        new Server.Config(workerCpus, sideCpus, () -> LcSignal.open(mode, page, lane), log));
     int rounds = o.getInt("warmup-rounds", null, 20);
     long tw = System.nanoTime();
     server.startWorker(() -> warmUp(search, tasks.queries(), rounds, log));
@@ -191,7 +193,7 @@ public final class Main {
     }, "elfen-lucene-shutdown"));
     server.openForPings();
     System.out.printf("serve: ready on 127.0.0.1:%d: %d queries, lc-signal %s, worker CPUs %s, side CPUs %s,"
-        + " start-up %.1f s (warm-up %.1f s)%n", server.port(), tasks.queries().size(), signal.describe(),
+        + " start-up %.1f s (warm-up %.1f s)%n", server.port(), tasks.queries().size(), server.signalDescription(),
         cpu == null ? "any" : cpu, side == null ? "any" : side, (System.nanoTime() - t0) / 1e9, warmS);
     System.out.flush();
     Thread.currentThread().join();

@@ -16,6 +16,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 
 /**
  * The search server of {@code docs/lc-protocol.md}: an acceptor thread and one dispatcher
@@ -32,7 +33,7 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class Server implements AutoCloseable {
   /** Where threads run and what the worker publishes. */
-  public record Config(List<Integer> workerCpus, List<Integer> sideCpus, LcSignal signal, PrintStream log) {}
+  public record Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log) {}
 
   /** A work request waiting in the queue. */
   private record Job(Conn conn, long id, String term, long arrivedNs) {}
@@ -47,6 +48,7 @@ public final class Server implements AutoCloseable {
   private final CountDownLatch ready = new CountDownLatch(1);
   private final CountDownLatch open = new CountDownLatch(1);
   private volatile Throwable workerFailure;
+  private volatile String signalDescription = "not attached";
   private volatile boolean stopping;
   private Thread worker;
   private Thread acceptor;
@@ -84,7 +86,7 @@ public final class Server implements AutoCloseable {
   public void awaitReady() throws InterruptedException {
     ready.await();
     if (workerFailure != null) {
-      throw new IllegalStateException("worker failed during start-up: " + workerFailure, workerFailure);
+      throw new IllegalStateException("worker failed during start-up: " + workerFailure.getMessage(), workerFailure);
     }
   }
 
@@ -193,7 +195,13 @@ public final class Server implements AutoCloseable {
     }
   }
 
+  /** What the worker publishes through (after {@link #awaitReady}). */
+  public String signalDescription() {
+    return signalDescription;
+  }
+
   private void workerMain(Runnable warmup) {
+    LcSignal signal;
     try {
       if (cfg.workerCpus() != null) {
         Affinity.pinCurrentThread(cfg.workerCpus());
@@ -202,14 +210,21 @@ public final class Server implements AutoCloseable {
       if (warmup != null) {
         warmup.run();
       }
+      signal = cfg.signal().get();
+      signalDescription = signal.describe();
     } catch (Throwable t) {
       workerFailure = t;
       ready.countDown();
       return;
     }
     ready.countDown();
+    try (signal) {
+      serveQueue(signal);
+    }
+  }
+
+  private void serveQueue(LcSignal signal) {
     byte[] resp = new byte[Protocol.RESPONSE_BYTES];
-    LcSignal signal = cfg.signal();
     while (true) {
       Job job;
       try {

@@ -34,7 +34,7 @@ class ServerTest {
     ss.bind(new InetSocketAddress("127.0.0.1", 0));
     Search search = new Search(idx.reader(), true);
     List<Tasks.Query> warm = List.of(new Tasks.Query(0, 1, "HighTerm", "search", -1));
-    server = new Server(ss, search, new Server.Config(null, null, LcSignal.NONE,
+    server = new Server(ss, search, new Server.Config(null, null, () -> LcSignal.NONE,
         new PrintStream(OutputStream.nullOutputStream())));
     server.startWorker(() -> Main.warmUp(search, warm, 1, new PrintStream(OutputStream.nullOutputStream())));
     server.awaitReady();
