@@ -1,0 +1,45 @@
+//! Compiles `src/bpf/sched.bpf.c` with clang (`-target bpf`, CO-RE) and
+//! generates its libbpf-rs skeleton into `$OUT_DIR/sched.skel.rs`.
+//!
+//! Needs clang on PATH (or `ELFEN_BPF_CLANG=/path/to/clang`); the libbpf
+//! headers (`bpf/bpf_helpers.h`, …) come from the vendored libbpf-sys.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const SRC: &str = "src/bpf/sched.bpf.c";
+
+fn main() {
+    for f in ["sched.bpf.c", "elfen_bpf.h", "core.h"] {
+        println!("cargo:rerun-if-changed=src/bpf/{f}");
+    }
+    println!("cargo:rerun-if-env-changed=ELFEN_BPF_CLANG");
+    let clang = std::env::var_os("ELFEN_BPF_CLANG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("clang"));
+    match Command::new(&clang).arg("--version").output() {
+        Ok(o) if o.status.success() => {}
+        _ => panic!(
+            "elfen-bpf needs clang to compile its BPF program ({} not found or not working): \
+             install the packages in scripts/deps/bpf.apt (scripts/setup.sh --deps), \
+             or point ELFEN_BPF_CLANG at a clang that supports -target bpf",
+            clang.display()
+        ),
+    }
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let include = manifest.join("src/bpf");
+    libbpf_cargo::SkeletonBuilder::new()
+        .source(manifest.join(SRC))
+        .obj(out.join("sched.bpf.o"))
+        .clang(&clang)
+        // v3: 32-bit atomics with fetch (the slot seqlock); kernels >= 5.12.
+        .clang_args([
+            "-mcpu=v3".to_string(),
+            "-Wall".to_string(),
+            "-Werror".to_string(),
+            format!("-I{}", include.display()),
+        ])
+        .build_and_generate(out.join("sched.skel.rs"))
+        .unwrap_or_else(|e| panic!("building {SRC} and its skeleton: {e:#}"));
+}

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0-only OR Apache-2.0
+/*
+ * sched.bpf.c — elfen's kernel signal source: who runs on each CPU, and
+ * whether it is a task of a watched (LC) process or cgroup.
+ *
+ * One program on the scheduler's context switch (tp_btf/sched_switch, a BTF
+ * raw tracepoint: its arguments are the tracepoint prototype's, read from
+ * the u64 context array, never a trace-event record layout). The prototype
+ * gained a 4th argument (prev_state) in Linux 5.18, but prev and next are
+ * arguments 1 and 2 in both the old and the new one, and only those are read.
+ *
+ * At every switch on CPU c it writes c's slot in `cpu_slots` under a
+ * seqlock (see elfen_bpf.h): the task switched in, its process and cgroup,
+ * the time, and the LC accounting; on an LC busy<->idle transition of a
+ * watched CPU it also sends an elfen_lc_event through the ring buffer with
+ * a forced wakeup, so a reader can sleep in epoll.
+ */
+#include "core.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "elfen_bpf.h"
+
+/* The kernel reads this string: "GPL" selects the GPL side of this file's
+ * dual licence, which tracing programs need. */
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, ELFEN_CPUS_PLACEHOLDER);
+	__type(key, __u32);
+	__type(value, struct elfen_cpu_slot);
+} cpu_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ELFEN_MAX_TGIDS);
+	__type(key, __u32);
+	__type(value, __u32);
+} watch_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ELFEN_MAX_CGROUPS);
+	__type(key, __u64);
+	__type(value, __u32);
+} watch_cgroups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ELFEN_CPUS_PLACEHOLDER);
+	__type(key, __u32);
+	__type(value, __u32);
+} watch_cpus SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, ELFEN_RING_BYTES);
+} events SEC(".maps");
+
+/* Number of entries in watch_cgroups, kept by user space (through the
+ * skeleton's .bss): the cgroup lookup is skipped while it is 0. */
+__u32 nr_watched_cgroups = 0;
+
+/* Never written: exports struct elfen_lc_event into the object's BTF, so the
+ * generated skeleton has a Rust type for it (checked against contract.rs). */
+struct elfen_lc_event elfen_lc_event_btf = {};
+
+/* The task's cgroup id on the v2 (default) hierarchy: the kernfs node id of
+ * task->cgroups->dfl_cgrp, the inode number of its directory in cgroup2fs.
+ * 0 when the kernel has no cgroups. tp_btf arguments are BTF pointers, so
+ * these are direct loads (the verifier turns a fault into a 0 read). */
+static __always_inline __u64 task_cgroup_id(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(t->cgroups))
+		return 0;
+	struct css_set *cs = t->cgroups;
+	if (!cs)
+		return 0;
+	struct cgroup *cg = cs->dfl_cgrp;
+	if (!cg)
+		return 0;
+	struct kernfs_node *kn = cg->kn;
+	if (!kn)
+		return 0;
+	return kn->id;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct elfen_cpu_slot *s = bpf_map_lookup_elem(&cpu_slots, &cpu);
+	if (!s)
+		return 0;
+
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = next->pid;
+	__u32 tgid = next->tgid;
+	__u64 cgid = task_cgroup_id(next);
+
+	bool lc = false;
+	if (tgid != 0) { /* tgid 0: the idle task, never LC */
+		if (bpf_map_lookup_elem(&watch_tgids, &tgid))
+			lc = true;
+		else if (nr_watched_cgroups && cgid &&
+			 bpf_map_lookup_elem(&watch_cgroups, &cgid))
+			lc = true;
+	}
+	__u32 *w = bpf_map_lookup_elem(&watch_cpus, &cpu);
+	bool watched = w && *w == ELFEN_WATCH_ON;
+	bool was_lc = s->flags & ELFEN_SLOT_LC;
+	__u64 busy_ns = 0;
+
+	/* seqlock write side: odd while the fields change (fetch-add: a full
+	 * barrier, so the stores below are not seen before it) */
+	__sync_fetch_and_add(&s->seq, 1);
+	s->switch_ns = now;
+	s->tid = tid;
+	s->tgid = tgid;
+	s->cgroup_id = cgid;
+	if (lc && !was_lc) {
+		s->lc_since_ns = now;
+		s->lc_periods += 1;
+	} else if (!lc && was_lc) {
+		busy_ns = now - s->lc_since_ns;
+		s->lc_busy_ns += busy_ns;
+	}
+	s->flags = (lc ? ELFEN_SLOT_LC : 0) | (watched ? ELFEN_SLOT_WATCHED : 0) |
+		   ELFEN_SLOT_VALID;
+	s->abi = ELFEN_BPF_ABI;
+	__u32 seq = __sync_fetch_and_add(&s->seq, 1) + 1;
+
+	if (watched && lc != was_lc) {
+		struct elfen_lc_event e = {
+			.time_ns = now,
+			.cpu = cpu,
+			.kind = lc ? ELFEN_EVENT_BUSY : ELFEN_EVENT_IDLE,
+			.tid = tid,
+			.tgid = tgid,
+			.cgroup_id = cgid,
+			.busy_ns = busy_ns,
+			.seq = seq,
+		};
+		if (bpf_ringbuf_output(&events, &e, sizeof(e), BPF_RB_FORCE_WAKEUP))
+			__sync_fetch_and_add(&s->dropped, 1);
+	}
+	return 0;
+}

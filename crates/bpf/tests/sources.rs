@@ -1,0 +1,300 @@
+//! Both signal sources against a real child process: a busy/sleep loop
+//! pinned to one CPU, watched by tgid (and by cgroup for BPF). The BPF
+//! tests print "skipped: …" where BPF cannot load and then check that
+//! probe() names the reason.
+
+use elfen_bpf::{BpfError, LcEvent, Options, PollSource, SchedSource, Source, probe};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHILD_ENV: &str = "ELFEN_BPF_TEST_CHILD";
+
+/// Not a test: the body of the child process (re-executed test binary).
+/// Pinned to the CPU named in the environment, it alternates ~2 ms of
+/// spinning with ~2 ms of sleep, for at most 30 s.
+#[test]
+fn child_main() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    if spec == "probe" {
+        // run as an unprivileged user by not_root_probe_names_the_reason
+        let p = probe();
+        println!(
+            "PROBE loadable={} reason={:?}",
+            p.loadable(),
+            p.reason().map(|e| e.to_string())
+        );
+        return;
+    }
+    let cpu: u32 = spec.parse().expect("cpu number");
+    elfen_topo::pin_current_thread(cpu).expect("pin the child");
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(2) {
+            std::hint::spin_loop();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The child process; killed (by its pid) and reaped on drop.
+struct ChildGuard(Child);
+
+impl ChildGuard {
+    fn spawn(env: &str, uid: Option<u32>) -> std::io::Result<ChildGuard> {
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
+        Ok(ChildGuard(cmd.spawn()?))
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn test_cpu() -> u32 {
+    elfen_bpf::proc::possible_cpus().unwrap().saturating_sub(1)
+}
+
+/// Collects events until both a busy and an idle event of `tgid` on `cpu`
+/// arrived or `limit` passed.
+fn busy_and_idle(
+    mut wait: impl FnMut(Duration, &mut dyn FnMut(LcEvent)) -> usize,
+    tgid: u32,
+    cpu: u32,
+    limit: Duration,
+) -> (Option<LcEvent>, Option<LcEvent>) {
+    let end = Instant::now() + limit;
+    let (mut busy, mut idle) = (None, None);
+    while (busy.is_none() || idle.is_none()) && Instant::now() < end {
+        wait(Duration::from_millis(50), &mut |e: LcEvent| {
+            if e.cpu != cpu {
+                return;
+            }
+            if e.busy && e.tgid == tgid && busy.is_none() {
+                busy = Some(e);
+            } else if !e.busy && busy.is_some() && idle.is_none() {
+                idle = Some(e);
+            }
+        });
+    }
+    (busy, idle)
+}
+
+/// Returns the SchedSource, or prints why the test is skipped and checks
+/// that probe() names that reason.
+fn bpf_or_skip(opts: &Options) -> Option<SchedSource> {
+    match SchedSource::open(opts) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            println!("skipped: BPF cannot load here: {e}");
+            let p = probe();
+            assert!(!p.loadable());
+            let reason = p.reason().expect("probe names a reason").to_string();
+            assert!(!reason.is_empty());
+            None
+        }
+    }
+}
+
+#[test]
+fn bpf_sees_a_watched_child_busy_and_idle() {
+    let cpu = test_cpu();
+    let Some(mut src) = bpf_or_skip(&Options {
+        watched_cpus: Some(vec![cpu]),
+        ..Options::default()
+    }) else {
+        return;
+    };
+    let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    src.watch_tgid(child.pid()).unwrap();
+    let (busy, idle) = busy_and_idle(
+        |t, f| src.wait_events(t, f).unwrap(),
+        child.pid(),
+        cpu,
+        Duration::from_secs(10),
+    );
+    let busy = busy.expect("a busy event of the child on its CPU");
+    let idle = idle.expect("an idle event after it");
+    assert!(busy.tid != 0 && busy.time_ns > 0);
+    assert!(idle.time_ns >= busy.time_ns && idle.busy_ns > 0);
+    assert_ne!(idle.tgid, child.pid());
+
+    let snap = src.snapshot(cpu).unwrap();
+    assert!(snap.valid() && snap.watched() && snap.lc_periods >= 1);
+    assert!(snap.lc_busy_ns > 0 && snap.seq % 2 == 0);
+    assert_eq!(
+        src.slots().lc_busy(cpu),
+        src.slots().slot(cpu).unwrap().lc()
+    );
+
+    // After unwatching, the child's busy periods are no longer LC.
+    assert!(src.unwatch_tgid(child.pid()).unwrap());
+    assert!(!src.unwatch_tgid(child.pid()).unwrap());
+    std::thread::sleep(Duration::from_millis(20)); // the running period ends
+    src.wait_events(Duration::ZERO, |_| {}).unwrap();
+    let mut late = 0;
+    let end = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < end {
+        src.wait_events(Duration::from_millis(20), |e| {
+            late += usize::from(e.busy && e.tgid == child.pid());
+        })
+        .unwrap();
+    }
+    assert_eq!(late, 0, "busy events of an unwatched process");
+
+    // Drop detaches everything: the program is gone from the kernel.
+    let id = src.program_id();
+    assert!(id != 0 && elfen_bpf::program_exists(id));
+    drop(src);
+    let end = Instant::now() + Duration::from_secs(5);
+    while elfen_bpf::program_exists(id) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !elfen_bpf::program_exists(id),
+        "program {id} still loaded after drop"
+    );
+}
+
+#[test]
+fn poll_fallback_sees_a_watched_child_busy_and_idle() {
+    let cpu = test_cpu();
+    let mut src = PollSource::open(Duration::from_millis(1), Some(&[cpu])).unwrap();
+    let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    src.watch_tgid(child.pid()).unwrap();
+    let (busy, idle) = busy_and_idle(
+        |t, f| src.wait_events(t, f).unwrap(),
+        child.pid(),
+        cpu,
+        Duration::from_secs(10),
+    );
+    let busy = busy.expect("a busy event of the child on its CPU");
+    assert!(idle.expect("an idle event after it").time_ns > busy.time_ns);
+    let snap = src.slots().snapshot(cpu).unwrap();
+    assert!(snap.valid() && snap.lc_periods >= 1);
+    assert!(src.scans() > 0);
+    assert!(src.describe().contains("COARSE"));
+    assert!(src.unwatch_tgid(child.pid()).unwrap());
+}
+
+#[test]
+fn source_falls_back_and_describes_itself() {
+    let src = Source::open_poll(&Options::default(), "told to".into()).unwrap();
+    assert!(!src.is_bpf());
+    assert!(src.describe().contains("told to"), "{}", src.describe());
+    let src = Source::open(&Options::default()).unwrap();
+    println!("{}", src.describe());
+    assert_eq!(src.is_bpf(), probe().loadable());
+}
+
+fn pid_max() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn check_bad_input(src: &mut Source) {
+    assert!(matches!(src.watch_tgid(0), Err(BpfError::PidZero)));
+    let ghost = pid_max() + 1;
+    let e = src.watch_tgid(ghost).unwrap_err();
+    assert!(
+        matches!(e, BpfError::NoSuchProcess { pid } if pid == ghost),
+        "{e}"
+    );
+    assert!(e.to_string().contains("no process"), "{e}");
+    let me = std::process::id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        tx.send(elfen_bpf::proc::gettid()).unwrap();
+        let _ = done_rx.recv();
+    });
+    let tid = rx.recv().unwrap();
+    let e = src.watch_tgid(tid).unwrap_err();
+    assert!(
+        matches!(e, BpfError::NotAProcess { pid, tgid } if pid == tid && tgid == me),
+        "{e}"
+    );
+    done_tx.send(()).unwrap();
+    t.join().unwrap();
+    let n = src.cpus();
+    assert!(matches!(
+        src.set_watched_cpus(&[n + 7]),
+        Err(BpfError::CpuOutOfRange { cpu, .. }) if cpu == n + 7
+    ));
+    assert!(matches!(
+        src.watch_cgroup_path(std::path::Path::new("/nonexistent/cgroup")),
+        Err(BpfError::Cgroup { .. })
+    ));
+    assert!(src.slots().snapshot(n).is_err());
+    assert!(!src.lc_busy(n));
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let mut poll = Source::open_poll(&Options::default(), "test".into()).unwrap();
+    check_bad_input(&mut poll);
+    assert!(matches!(
+        poll.watch_cgroup_id(5),
+        Err(BpfError::Unsupported(_))
+    ));
+    let Some(s) = bpf_or_skip(&Options::default()) else {
+        return;
+    };
+    let mut bpf = Source::Bpf(Box::new(s));
+    check_bad_input(&mut bpf);
+    assert!(matches!(bpf.watch_cgroup_id(0), Err(BpfError::CgroupZero)));
+}
+
+#[test]
+fn not_root_probe_names_the_reason() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        let p = probe();
+        println!("not root: {}", p.render());
+        if !p.loadable() {
+            assert!(p.reason().is_some());
+        }
+        return;
+    }
+    // As root: run the probe in a child process as user nobody.
+    let nobody = 65534;
+    let out = match ChildGuard::spawn("probe", Some(nobody)) {
+        Ok(mut c) => {
+            let mut s = String::new();
+            use std::io::Read;
+            c.0.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+            s
+        }
+        Err(e) => {
+            println!("skipped: cannot run the test binary as uid {nobody}: {e}");
+            return;
+        }
+    };
+    let Some(line) = out.lines().find_map(|l| l.find("PROBE ").map(|i| &l[i..])) else {
+        println!("skipped: the test binary did not run as uid {nobody} (not readable?): {out}");
+        return;
+    };
+    assert!(line.contains("loadable=false"), "{line}");
+    assert!(line.contains("not privileged"), "{line}");
+}
