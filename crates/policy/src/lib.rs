@@ -109,12 +109,13 @@ impl PolicyKind {
 
     /// The id stored in the signal page's controller line.
     pub fn id(self) -> u32 {
+        use elfen_shm::policy as id;
         match self {
-            PolicyKind::Unmanaged => 0,
-            PolicyKind::BorrowIdle => 1,
-            PolicyKind::FixedBudget => 2,
-            PolicyKind::RefreshBudget => 3,
-            PolicyKind::DynamicRefresh => 4,
+            PolicyKind::Unmanaged => id::UNMANAGED,
+            PolicyKind::BorrowIdle => id::BORROW_IDLE,
+            PolicyKind::FixedBudget => id::FIXED_BUDGET,
+            PolicyKind::RefreshBudget => id::REFRESH_BUDGET,
+            PolicyKind::DynamicRefresh => id::DYNAMIC_REFRESH,
         }
     }
 

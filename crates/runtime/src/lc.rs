@@ -74,15 +74,6 @@ fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
-fn thread_alive(tid: u32) -> bool {
-    if tid == 0 || tid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks that the thread (any thread id) exists.
-    let r = unsafe { libc::kill(tid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 impl LcLane {
     /// Attaches the page at `path` (see `elfen_shm::page_path` for names) with
     /// [`Access::Lc`] and then [`LcLane::attach`]es to `lane`.
@@ -103,7 +94,7 @@ impl LcLane {
         // Claim the lane (the only read-modify-write the LC API does).
         let mut seen = line.lc_tid.load(Acquire);
         loop {
-            if seen != 0 && seen != tid && thread_alive(seen) {
+            if seen != 0 && seen != tid && elfen_shm::pid_alive(seen) {
                 return Err(RuntimeError::LaneTaken {
                     path: page.path().to_path_buf(),
                     lane,
@@ -248,9 +239,31 @@ impl LcLane {
         self.wake_sleepers();
     }
 
+    /// [`LcLane::request_end`] publishing `queue_len` (the requests waiting
+    /// now) in the same store of `state`, so batch threads never see an idle
+    /// lane with a stale queue length: Figure 9's `queue_len == 0` must mean
+    /// "nothing is waiting" when the lane goes idle.
+    #[inline]
+    pub fn request_end_with_queue(&mut self, queue_len: u32) {
+        self.queue = queue_len.min(state::MAX_QUEUE_LEN);
+        self.request_end();
+    }
+
+    /// [`LcLane::request_begin`] publishing `queue_len` (the requests still
+    /// waiting after this one was taken) in the same store of `state`.
+    #[inline]
+    pub fn request_begin_with_queue(&mut self, id: u64, queue_len: u32) {
+        self.queue = queue_len.min(state::MAX_QUEUE_LEN);
+        self.request_begin(id);
+    }
+
     /// Publishes the LC service's queue length (requests waiting, not
     /// counting the running one; saturates at `u32::MAX - 1`). One store;
-    /// it wakes nobody.
+    /// it wakes nobody. Call it when a request arrives while one runs, if
+    /// the service can (its dispatcher may not write the LC line: one
+    /// writer per line); [`LcLane::request_begin_with_queue`] and
+    /// [`LcLane::request_end_with_queue`] publish it at the moments the
+    /// budget policies read it.
     #[inline]
     pub fn set_queue_len(&mut self, n: u32) {
         let n = n.min(state::MAX_QUEUE_LEN);

@@ -86,6 +86,23 @@ pub mod role {
     pub const BATCH: u32 = 2;
 }
 
+/// `ControllerLine.policy`: what batch threads run at a check
+/// (`elfen_policy::PolicyKind` maps onto these; never renumber them).
+pub mod policy {
+    /// Always run (batch threads ignore the request lane).
+    pub const UNMANAGED: u32 = 0;
+    /// Figure 9a: run only while the request lane is idle.
+    pub const BORROW_IDLE: u32 = 1;
+    /// Figure 9b: co-run with the first request after an idle period for at
+    /// most the budget.
+    pub const FIXED_BUDGET: u32 = 2;
+    /// Figure 9c: fixed budget, restarted when a new request starts on an
+    /// empty queue.
+    pub const REFRESH_BUDGET: u32 = 3;
+    /// Figure 9d: refresh budget scaled by the LC lane's IPC.
+    pub const DYNAMIC_REFRESH: u32 = 4;
+}
+
 /// `ControllerLine.nap`: the nap backend the controller asks for.
 pub mod nap {
     /// Let each batch thread choose (the runtime's automatic choice).
@@ -225,7 +242,7 @@ pub struct ControllerLine {
     pub role: AtomicU32,
     /// Logical CPU id of the lane.
     pub cpu: AtomicU32,
-    /// Policy id (`elfen_policy::PolicyKind::id`) for batch threads on or
+    /// [`policy`] id for batch threads on or
     /// partnered with this lane.
     pub policy: AtomicU32,
     /// [`nap`] backend requested.

@@ -21,9 +21,9 @@ pub use clock::Clock;
 pub use error::ShmError;
 pub use layout::{
     ABI_VERSION, BatchHeader, BatchLine, ControllerLine, Header, LcLine, MAX_LANES, MAX_PARTNERS,
-    clock as clock_kind, control, nap, role, state,
+    clock as clock_kind, control, nap, policy, role, state,
 };
 pub use page::{
     Access, ControllerConfig, DEFAULT_NAME, Identity, LaneSpec, Page, PageSpec, batch_path,
-    futex_word, page_path,
+    futex_word, page_path, pid_alive,
 };

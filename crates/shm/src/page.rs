@@ -44,7 +44,7 @@ pub struct LaneSpec {
     pub role: u32,
     /// Partner lane indices (see [`ControllerLine::partners`]).
     pub partners: Vec<u32>,
-    /// Policy id (`elfen_policy::PolicyKind::id`).
+    /// [`crate::policy`] id.
     pub policy: u32,
     /// Budget, ns.
     pub budget_ns: u64,
@@ -342,7 +342,10 @@ fn os<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Sh
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
+/// Whether process (or thread) `pid` exists: `kill(pid, 0)` succeeds or is
+/// refused for permission (it exists, owned by someone else). 0 and ids
+/// beyond `i32::MAX` never exist.
+pub fn pid_alive(pid: u32) -> bool {
     if pid == 0 || pid > i32::MAX as u32 {
         return false;
     }

@@ -1,0 +1,19 @@
+//! # elfen-cmd — what every long-running elfen command shares
+//!
+//! One behaviour for each thing `elfen bench`, `elfen micro`, `elfen sim`
+//! and `elfen daemon` all need, so they act alike:
+//!
+//! | piece | module |
+//! |---|---|
+//! | Ctrl-C / SIGTERM: a flag the loops poll; a second signal removes registered files and exits 130 | [`interrupt`] |
+//! | progress lines on stderr (a live line with ETA on a terminal, plain lines otherwise) | [`progress`] |
+//! | UTC timestamps for result directories | [`time`] |
+//! | `/proc` readings (per-thread CPU time, machine ticks, load) and scheduling classes | [`proc`] |
+#![deny(missing_docs)]
+
+pub mod interrupt;
+pub mod proc;
+pub mod progress;
+pub mod time;
+
+pub use progress::Progress;

@@ -1,0 +1,461 @@
+//! **Study**: the questions asked of a result file — its loads, series and
+//! points, ratios to LC alone (paired by round, or of medians), the knee of
+//! LC alone's p99 curve, the SLO, and verdicts — answered once, here, for
+//! `elfen report`, `elfen bench`'s closing lines and `elfen sim validate`
+//! alike. Nothing here formats text or draws; formatting reads this.
+//!
+//! Ratios follow resctl-bench: `p99 / base` against LC alone at the same
+//! load. The **ratio of medians** divides medians over invocations. Files
+//! measured with common random numbers (every configuration's invocation
+//! of a round sends the same arrivals and requests) also have the **paired
+//! ratio**: per round, `p99 / LC alone's p99 in the same round`, summarized
+//! by its median and spread — the draw and the host's slow drift cancel
+//! within a pair, so it is far less noisy.
+
+use crate::{Config, Distribution, Point, Rep, ResultFile, Source, Stat};
+
+/// The loads of a file, ascending.
+pub fn loads(f: &ResultFile) -> Vec<f64> {
+    let mut v: Vec<f64> = f.points.iter().map(|p| p.rps_target).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// A series: one configuration (with its label) and batch program.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SeriesKey {
+    /// The configuration.
+    pub config: Config,
+    /// Its label, if the file gives one.
+    pub label: Option<String>,
+    /// The batch program (`None` for LC alone).
+    pub batch: Option<String>,
+}
+
+impl SeriesKey {
+    /// The key of `p`.
+    pub fn of(p: &Point) -> SeriesKey {
+        SeriesKey {
+            config: p.config,
+            label: p.label.clone(),
+            batch: p.batch.clone(),
+        }
+    }
+
+    /// `label or config`, plus ` · batch` when there is one.
+    pub fn name(&self) -> String {
+        let c = self.label.as_deref().unwrap_or(self.config.name());
+        match &self.batch {
+            Some(b) => format!("{c} · {b}"),
+            None => c.to_string(),
+        }
+    }
+}
+
+/// Every series of a file, in [`Config::ALL`] order, then label and batch.
+pub fn series_keys(f: &ResultFile) -> Vec<SeriesKey> {
+    let mut v: Vec<SeriesKey> = f.points.iter().map(SeriesKey::of).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The configurations of a file, in [`Config::ALL`] order.
+pub fn configs(f: &ResultFile) -> Vec<Config> {
+    let mut v: Vec<Config> = f.points.iter().map(|p| p.config).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The batch programs of a file, in first-seen order.
+pub fn batches(f: &ResultFile) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for p in &f.points {
+        if let Some(b) = &p.batch {
+            if !v.contains(b) {
+                v.push(b.clone());
+            }
+        }
+    }
+    v
+}
+
+/// The points of a series, by load.
+pub fn series<'a>(f: &'a ResultFile, key: &SeriesKey) -> Vec<&'a Point> {
+    let mut v: Vec<&Point> = f
+        .points
+        .iter()
+        .filter(|p| SeriesKey::of(p) == *key)
+        .collect();
+    v.sort_by(|a, b| a.rps_target.total_cmp(&b.rps_target));
+    v
+}
+
+/// The points of `config` (any label) with `batch`, by load.
+pub fn config_series<'a>(f: &'a ResultFile, config: Config, batch: Option<&str>) -> Vec<&'a Point> {
+    let mut v: Vec<&Point> = f
+        .points
+        .iter()
+        .filter(|p| p.config == config && p.batch.as_deref() == batch)
+        .collect();
+    v.sort_by(|a, b| a.rps_target.total_cmp(&b.rps_target));
+    v
+}
+
+/// The point of `config` with `batch` at `rps` (LC alone: any batch).
+pub fn point<'a>(
+    f: &'a ResultFile,
+    config: Config,
+    batch: Option<&str>,
+    rps: f64,
+) -> Option<&'a Point> {
+    f.points.iter().find(|p| {
+        p.config == config
+            && p.rps_target == rps
+            && (config == Config::LcAlone || p.batch.as_deref() == batch)
+    })
+}
+
+/// LC alone at `rps`: the baseline of every ratio.
+pub fn baseline(f: &ResultFile, rps: f64) -> Option<&Point> {
+    point(f, Config::LcAlone, None, rps)
+}
+
+/// Whether the file's rounds pair up (common random numbers).
+pub fn paired_rounds(f: &ResultFile) -> bool {
+    match f.source {
+        Source::Measured => f.run.as_ref().is_some_and(|r| r.common_random_numbers),
+        // The simulator seeds repetition i of every configuration alike.
+        Source::Simulated => true,
+    }
+}
+
+/// Paired p99 ratios of `p` to `base`: for every round both measured,
+/// `p99 of p / p99 of base` in that round (by position for reps without a
+/// round). Empty when no round pairs up or a base p99 is not positive.
+pub fn paired_p99_ratios(p: &Point, base: &Point) -> Vec<f64> {
+    let by_round = p.reps.iter().chain(&base.reps).all(|r| r.round.is_some());
+    let mut v = Vec::new();
+    for (i, r) in p.reps.iter().enumerate() {
+        let b = if by_round {
+            base.reps.iter().find(|b| b.round == r.round)
+        } else {
+            base.reps.get(i)
+        };
+        if let Some(b) = b.filter(|b| b.latency_us.p99 > 0.0) {
+            v.push(r.latency_us.p99 / b.latency_us.p99);
+        }
+    }
+    v
+}
+
+/// The paired ratio of `p` to LC alone at its load (median, min, max over
+/// rounds), for files whose rounds pair up.
+pub fn paired_ratio(f: &ResultFile, p: &Point) -> Option<Stat> {
+    if !paired_rounds(f) || p.config == Config::LcAlone {
+        return None;
+    }
+    Stat::of(&paired_p99_ratios(p, baseline(f, p.rps_target)?))
+}
+
+/// Median p99 of `p` / LC alone's median p99 at its load.
+pub fn ratio_of_medians(f: &ResultFile, p: &Point) -> Option<f64> {
+    let b = baseline(f, p.rps_target)?.summary.latency_us.p99.median;
+    (b > 0.0).then(|| p.summary.latency_us.p99.median / b)
+}
+
+/// The knee of a p99-vs-load curve (Kneedle on the normalized curve, with
+/// the zero-load point `(0, p99_at_zero)` prepended): the load whose point
+/// lies farthest below the chord from the origin to the last point.
+/// Returns the index into `points` (`(rps, p99)`, ascending rps).
+pub fn knee_index(points: &[(f64, f64)], p99_at_zero: f64) -> Option<usize> {
+    if points.is_empty() {
+        return None;
+    }
+    let xmax = points.iter().map(|p| p.0).fold(0.0, f64::max);
+    let y0 = p99_at_zero.min(points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min));
+    let ymax = points.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+    if xmax <= 0.0 || ymax - y0 <= ymax * 1e-6 {
+        return Some(points.len() - 1);
+    }
+    let mut best = (f64::MIN, points.len() - 1);
+    for (i, &(x, y)) in points.iter().enumerate() {
+        let d = x / xmax - (y - y0) / (ymax - y0);
+        if d > best.0 + 1e-12 {
+            best = (d, i);
+        }
+    }
+    Some(best.1)
+}
+
+/// LC alone's `(rps, median p99 µs)` curve.
+pub fn lc_alone_curve(f: &ResultFile) -> Vec<(f64, f64)> {
+    config_series(f, Config::LcAlone, None)
+        .iter()
+        .map(|p| (p.rps_target, p.summary.latency_us.p99.median))
+        .filter(|p| p.1.is_finite())
+        .collect()
+}
+
+/// The LC service's p99 alone at zero load: the recorded demand's p99.
+pub fn p99_at_zero_us(f: &ResultFile) -> f64 {
+    f.run
+        .as_ref()
+        .map(|r| r.lc.demand_alone_p99_us)
+        .filter(|x| *x > 0.0)
+        .or_else(|| f.demand.as_ref().and_then(|d| d.quantile(0.99)))
+        .unwrap_or(0.0)
+}
+
+/// The knee of LC alone's p99 curve in this file, rps.
+pub fn knee_rps(f: &ResultFile) -> Option<f64> {
+    let c = lc_alone_curve(f);
+    knee_index(&c, p99_at_zero_us(f)).map(|i| c[i].0)
+}
+
+/// The highest LC-alone median p99 at loads up to `knee_rps` (µs): an SLO
+/// LC alone meets at every one of those loads, in this file.
+pub fn lc_alone_slo_us(f: &ResultFile, knee_rps: f64) -> Option<f64> {
+    lc_alone_curve(f)
+        .into_iter()
+        .filter(|p| p.0 <= knee_rps)
+        .map(|p| p.1)
+        .reduce(f64::max)
+}
+
+/// The SLO the file's points were judged against, µs.
+pub fn slo_us(f: &ResultFile) -> Option<f64> {
+    f.run
+        .as_ref()
+        .and_then(|r| r.slo.p99_us)
+        .or_else(|| f.points.iter().find_map(|p| p.summary.slo_p99_us))
+}
+
+/// One load of a [`Protection`] judgement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadJudgement {
+    /// Load, rps.
+    pub rps: f64,
+    /// Paired p99 ratio to LC alone over rounds, when rounds pair up.
+    pub paired: Option<Stat>,
+    /// Rounds that paired up.
+    pub rounds: usize,
+    /// Ratio of medians.
+    pub ratio_of_medians: Option<f64>,
+    /// Median p99, µs.
+    pub p99_us: f64,
+    /// LC alone's median p99, µs.
+    pub base_p99_us: f64,
+    /// Median total utilization.
+    pub util_total: f64,
+    /// LC alone's median total utilization.
+    pub base_util_total: f64,
+    /// The ratio judged: the paired median where rounds pair up, else the
+    /// ratio of medians.
+    pub ratio: f64,
+    /// `ratio <= 1 + tolerance`.
+    pub kept: bool,
+}
+
+/// What a protection judgement concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// p99 within the tolerance of LC alone at every judged load.
+    Kept,
+    /// Worse than the tolerance at one judged load or more.
+    Hurt,
+    /// No load to judge (no LC-alone point, or none up to the knee).
+    NotJudged,
+}
+
+impl Verdict {
+    /// A word for tables.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Kept => "kept p99",
+            Verdict::Hurt => "HURT p99",
+            Verdict::NotJudged => "not judged",
+        }
+    }
+}
+
+/// Did a series keep the LC's p99 at LC alone's, at every load up to the
+/// knee?
+#[derive(Debug, Clone, PartialEq)]
+pub struct Protection {
+    /// The series.
+    pub key: SeriesKey,
+    /// The judged loads (up to the knee, where both it and LC alone ran).
+    pub loads: Vec<LoadJudgement>,
+    /// The conclusion.
+    pub verdict: Verdict,
+}
+
+/// Judges every series with batch work against LC alone: at each load up
+/// to the knee of LC alone's curve, the paired p99 ratio's median (ratio of
+/// medians where rounds do not pair) must be at most `1 + tolerance`.
+/// `knee_rps` overrides the file's own knee (`None`: [`knee_rps`]).
+pub fn protection(f: &ResultFile, tolerance: f64, knee: Option<f64>) -> Vec<Protection> {
+    let knee = knee.or_else(|| knee_rps(f));
+    let mut out = Vec::new();
+    for key in series_keys(f).into_iter().filter(|k| k.config.has_batch()) {
+        let mut loads = Vec::new();
+        for p in series(f, &key) {
+            if knee.is_none_or(|k| p.rps_target > k) {
+                continue;
+            }
+            let Some(base) = baseline(f, p.rps_target) else {
+                continue;
+            };
+            let paired = paired_ratio(f, p);
+            let rom = ratio_of_medians(f, p);
+            let Some(ratio) = paired.map(|s| s.median).or(rom) else {
+                continue;
+            };
+            loads.push(LoadJudgement {
+                rps: p.rps_target,
+                paired,
+                rounds: paired_p99_ratios(p, base).len(),
+                ratio_of_medians: rom,
+                p99_us: p.summary.latency_us.p99.median,
+                base_p99_us: base.summary.latency_us.p99.median,
+                util_total: p.summary.utilization.total.median,
+                base_util_total: base.summary.utilization.total.median,
+                ratio,
+                kept: ratio <= 1.0 + tolerance,
+            });
+        }
+        let verdict = if loads.is_empty() {
+            Verdict::NotJudged
+        } else if loads.iter().all(|l| l.kept) {
+            Verdict::Kept
+        } else {
+            Verdict::Hurt
+        };
+        out.push(Protection {
+            key,
+            loads,
+            verdict,
+        });
+    }
+    out
+}
+
+/// One row of the side-by-side table: a point with its ratios.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row<'a> {
+    /// The point.
+    pub point: &'a Point,
+    /// Ratio of medians to LC alone.
+    pub ratio_of_medians: Option<f64>,
+    /// Paired ratio to LC alone.
+    pub paired: Option<Stat>,
+}
+
+impl Row<'_> {
+    /// `max(ratio − 1, 0)` (resctl-bench's latency impact), from the paired
+    /// ratio where there is one.
+    pub fn impact(&self) -> Option<f64> {
+        self.paired
+            .map(|s| s.median)
+            .or(self.ratio_of_medians)
+            .map(|r| (r - 1.0).max(0.0))
+    }
+}
+
+/// The rows for one batch program: per load, LC alone then every
+/// configuration that ran with `batch` (`None`: LC alone only).
+pub fn rows<'a>(f: &'a ResultFile, batch: Option<&str>) -> Vec<Row<'a>> {
+    let mut out = Vec::new();
+    let keys = series_keys(f);
+    for rps in loads(f) {
+        for key in keys
+            .iter()
+            .filter(|k| k.config == Config::LcAlone || k.batch.as_deref() == batch)
+        {
+            for p in series(f, key).into_iter().filter(|p| p.rps_target == rps) {
+                out.push(Row {
+                    point: p,
+                    ratio_of_medians: ratio_of_medians(f, p),
+                    paired: paired_ratio(f, p),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// How noisy the machine was during the measured windows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Noise {
+    /// Invocations with a record.
+    pub invocations: usize,
+    /// Other processes' CPU, lanes: median and max.
+    pub foreign: Stat,
+    /// The host's steal, lanes: median and max.
+    pub steal: Stat,
+    /// Invocations above `limit` lanes of foreign + steal that were kept.
+    pub kept_disturbed: usize,
+    /// Re-runs of disturbed invocations.
+    pub reruns: u32,
+    /// The limit applied, lanes.
+    pub limit: f64,
+}
+
+/// The noise of a measured file; `limit` is the disturbance (lanes) above
+/// which an invocation counts as disturbed.
+pub fn noise(f: &ResultFile, limit: f64) -> Option<Noise> {
+    let m: Vec<_> = f
+        .points
+        .iter()
+        .flat_map(|p| p.reps.iter().filter_map(|r| r.measured.as_ref()))
+        .collect();
+    let foreign: Vec<f64> = m.iter().map(|r| r.foreign_util).collect();
+    let steal: Vec<f64> = m.iter().map(|r| r.steal_util).collect();
+    Some(Noise {
+        invocations: m.len(),
+        foreign: Stat::of(&foreign)?,
+        steal: Stat::of(&steal)?,
+        kept_disturbed: m.iter().filter(|r| r.disturbance() > limit).count(),
+        reruns: m.iter().map(|r| r.disturbed_retries).sum(),
+        limit,
+    })
+}
+
+/// The largest budget (µs) any invocation of `p` had.
+pub fn budget_us(p: &Point) -> Option<f64> {
+    p.reps.iter().filter_map(|r| r.budget_us).reduce(f64::max)
+}
+
+/// A statistic over the reps of `p` that have it.
+pub fn rep_stat(p: &Point, f: impl Fn(&Rep) -> Option<f64>) -> Option<Stat> {
+    Stat::of(&p.reps.iter().filter_map(f).collect::<Vec<_>>())
+}
+
+/// The share of a histogram's total (by its per-bucket sums) in values up
+/// to `x`, counting the bucket holding `x` in proportion — e.g. the share of
+/// idle time in idle periods shorter than `x` (the paper's Figure 5).
+pub fn share_below(d: &Distribution, x: f64) -> Option<f64> {
+    if d.sums.len() != d.counts.len() {
+        return None;
+    }
+    let total: f64 = d.sums.iter().sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let mut below = 0.0;
+    for (i, s) in d.sums.iter().enumerate() {
+        let (lo, hi) = (d.edges[i], d.edges[i + 1]);
+        if hi <= x {
+            below += s;
+        } else if lo < x {
+            below += s * (x - lo) / (hi - lo);
+        }
+    }
+    Some(below / total)
+}
+
+#[cfg(test)]
+mod tests;
