@@ -45,7 +45,7 @@ public final class Demand {
       List<Tasks.Query> qs = tasks.queries();
       List<Round> results = new ArrayList<>();
       Throwable[] failure = {null};
-      Jvm.GcCounts gc0 = Jvm.gc();
+      Jvm.GcCounts[] gc0 = {null};
       Thread t = new Thread(() -> {
         try {
           if (cpu != null) {
@@ -53,6 +53,8 @@ public final class Demand {
           }
           log.println("demand: thread on CPUs " + Affinity.currentCpus());
           Main.warmUp(search, qs, warm, log);
+          Main.settleHeap(log);
+          gc0[0] = Jvm.gc();
           for (int r = 0; r < rounds; r++) {
             results.add(round(search, qs, reps));
             Round x = results.get(r);
@@ -68,7 +70,7 @@ public final class Demand {
       if (failure[0] != null) {
         throw new IllegalStateException("demand measurement failed: " + failure[0], failure[0]);
       }
-      Jvm.GcCounts gc = Jvm.gc().minus(gc0);
+      Jvm.GcCounts gc = Jvm.gc().minus(gc0[0]);
       Map<String, Object> doc = report(results, qs, reps, cpu, exact, idx, tasks, loadBefore, gc);
       Files.writeString(json, Json.write(doc));
       print(results, reps, qs.size(), json, gc);

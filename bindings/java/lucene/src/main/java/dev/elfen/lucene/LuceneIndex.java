@@ -96,6 +96,18 @@ public final class LuceneIndex implements AutoCloseable {
    * Progress lines go to {@code log}.
    */
   public static BuildStats build(Path corpusFile, Path indexDir, PrintStream log) throws IOException {
+    return build(corpusFile, indexDir, 1, log);
+  }
+
+  /**
+   * Builds the index with every corpus document added {@code copies} times (ids suffixed
+   * {@code #c}): postings grow {@code copies}-fold, and so does the cost of a query, to bring the
+   * demand towards that of the paper's 10M-document index. The marker records {@code copies}.
+   */
+  public static BuildStats build(Path corpusFile, Path indexDir, int copies, PrintStream log) throws IOException {
+    if (copies < 1) {
+      throw new IllegalArgumentException("copies must be >= 1, not " + copies);
+    }
     Corpus.Manifest cm = Corpus.manifest(corpusFile);
     Path tmp = indexDir.resolveSibling(indexDir.getFileName() + ".building");
     if (Files.exists(tmp)) {
@@ -104,20 +116,26 @@ public final class LuceneIndex implements AutoCloseable {
     }
     Files.createDirectories(tmp);
     long t0 = System.nanoTime();
-    long expected = cm != null ? cm.docs() : -1;
+    long expected = cm != null ? cm.docs() * copies : -1;
     long docs;
     try (Directory d = FSDirectory.open(tmp);
         IndexWriter w = new IndexWriter(d, new IndexWriterConfig(analyzer())
             .setOpenMode(IndexWriterConfig.OpenMode.CREATE).setRAMBufferSizeMB(64))) {
       long[] n = {0};
       long[] lastReport = {t0};
-      docs = Corpus.forEach(corpusFile, doc -> {
+      Corpus.forEach(corpusFile, doc -> {
         try {
-          w.addDocument(document(doc));
+          if (copies == 1) {
+            w.addDocument(document(doc));
+          } else {
+            for (int c = 0; c < copies; c++) {
+              w.addDocument(document(new Corpus.Doc(doc.id() + "#" + c, doc.source(), doc.title(), doc.body())));
+            }
+          }
         } catch (IOException e) {
           throw new UncheckedIOException(e);
         }
-        n[0]++;
+        n[0] += copies;
         long now = System.nanoTime();
         if (now - lastReport[0] >= 2_000_000_000L) {
           lastReport[0] = now;
@@ -127,6 +145,7 @@ public final class LuceneIndex implements AutoCloseable {
               n[0] / s, s);
         }
       });
+      docs = n[0];
       log.printf("index: %d docs added in %.1f s; merging to one segment%n", docs, (System.nanoTime() - t0) / 1e9);
       w.forceMerge(1);
       w.commit();
@@ -136,6 +155,7 @@ public final class LuceneIndex implements AutoCloseable {
     p.setProperty("format", FORMAT);
     p.setProperty("lucene", Version.LATEST.toString());
     p.setProperty("docs", Long.toString(docs));
+    p.setProperty("copies", Integer.toString(copies));
     p.setProperty("corpus", corpusFile.toAbsolutePath().toString());
     p.setProperty("corpus_sha256", cm != null ? cm.sha256() : "unknown");
     p.setProperty("build_ms", Long.toString(buildMs));
@@ -168,6 +188,11 @@ public final class LuceneIndex implements AutoCloseable {
    *     which and what to do)
    */
   public static LuceneIndex open(Path indexDir, Path corpusFile) throws IOException {
+    return open(indexDir, corpusFile, 1);
+  }
+
+  /** {@link #open(Path, Path)} for an index built with {@code copies} copies of each document. */
+  public static LuceneIndex open(Path indexDir, Path corpusFile, int copies) throws IOException {
     String rebuild = "rebuild it with `elfen-lucene index --rebuild`";
     if (!Files.isDirectory(indexDir)) {
       throw new IndexException("no index at " + indexDir + ": build it with `elfen-lucene index`");
@@ -184,6 +209,11 @@ public final class LuceneIndex implements AutoCloseable {
     if (!FORMAT.equals(p.getProperty("format"))) {
       throw new IndexException(markerFile + ": format is '" + p.getProperty("format") + "', expected "
           + FORMAT + "; " + rebuild);
+    }
+    String builtCopies = p.getProperty("copies", "1");
+    if (!builtCopies.equals(Integer.toString(copies))) {
+      throw new IndexException("the index at " + indexDir + " holds " + builtCopies + " copies of each document, "
+          + copies + " were asked for; " + rebuild);
     }
     if (corpusFile != null) {
       Corpus.Manifest cm = Corpus.manifest(corpusFile);

@@ -23,11 +23,13 @@ public final class Main {
         demand    service time of each query run alone on the pinned worker, to JSON
                     --cpu LIST  --reps N (20)  --rounds N (3)  --json PATH
         batch     index the corpus as a batch job, throughput lines on stdout
-                    --seconds S (0: until --passes are done)  --passes N (1)  --report-ms N (1000)
+                    --seconds S (0: until --passes are done)  --passes N (1; 0: no limit)  --report-ms N (1000)
+                    --ram-buffer-mb M (1: a flush between two checks takes ~15 ms, 16: ~150 ms)
                     --page PATH (ELFEN_PAGE) --lane N (ELFEN_LANE): check() per document
 
       common:     --corpus-dir DIR (ELFEN_CORPUS_DIR, ~/.cache/elfen/corpus)  --corpus FILE
-                  --index DIR (ELFEN_INDEX_DIR, <corpus dir>/index-lucene10)
+                  --index DIR (ELFEN_INDEX_DIR, <corpus dir>/index-lucene10[-xK])
+                  --copies K (ELFEN_LUCENE_COPIES, 1): index each document K times (K-fold demand)
                   --data-dir DIR (ELFEN_DATA_DIR: holds wikimedium.10M.nostopwords.tasks)  --tasks FILE
       """;
 
@@ -73,17 +75,17 @@ public final class Main {
     Path corpus = o.corpusFile();
     if (!Files.exists(dir)) {
       log.println("index: none at " + dir + "; building it from " + corpus);
-      LuceneIndex.build(corpus, dir, log);
+      LuceneIndex.build(corpus, dir, o.copies(), log);
     }
-    return LuceneIndex.open(dir, Files.exists(corpus) ? corpus : null);
+    return LuceneIndex.open(dir, Files.exists(corpus) ? corpus : null, o.copies());
   }
 
   static void index(Options o) throws IOException {
     Path dir = o.indexDir();
     if (o.getFlag("rebuild", false) || !Files.exists(dir)) {
-      LuceneIndex.build(o.corpusFile(), dir, System.err);
+      LuceneIndex.build(o.corpusFile(), dir, o.copies(), System.err);
     }
-    try (LuceneIndex idx = LuceneIndex.open(dir, o.corpusFile())) {
+    try (LuceneIndex idx = LuceneIndex.open(dir, o.corpusFile(), o.copies())) {
       System.out.printf("index %s: %s docs, %.1f MB, built in %.1f s (Lucene %s), checksums verified%n", dir,
           idx.info("docs"), Long.parseLong(idx.info("bytes")) / 1e6, Long.parseLong(idx.info("build_ms")) / 1e3,
           idx.info("lucene"));
@@ -132,6 +134,18 @@ public final class Main {
     }
   }
 
+  /**
+   * A full collection after warm-up, so the objects of start-up (index structures, query list)
+   * sit in the old generation and later young collections copy only requests in flight.
+   */
+  static void settleHeap(PrintStream log) {
+    Jvm.GcCounts before = Jvm.gc();
+    long t = System.nanoTime();
+    System.gc();
+    log.printf("serve: full collection after warm-up: %.1f ms (%d collections)%n", (System.nanoTime() - t) / 1e6,
+        Jvm.gc().minus(before).collections());
+  }
+
   static void serve(Options o) throws IOException, InterruptedException {
     long t0 = System.nanoTime();
     PrintStream log = System.err;
@@ -176,6 +190,7 @@ public final class Main {
       int ok = c.runAll(tasks.queries());
       log.printf("serve: warm-up over the wire: %d/%d ok%n", ok, tasks.queries().size());
     }
+    settleHeap(log);
     double warmS = (System.nanoTime() - tw) / 1e9;
     Jvm.GcCounts gcAtReady = Jvm.gc();
     long servedAtReady = server.served.get();

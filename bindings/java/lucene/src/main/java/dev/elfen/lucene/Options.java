@@ -107,13 +107,26 @@ public final class Options {
     return v != null ? Path.of(v) : corpusDir().resolve("docs.tsv");
   }
 
-  /** The index: {@code --index}, {@code ELFEN_INDEX_DIR}, else {@code <corpus dir>/index-lucene<major>}. */
+  /** Copies of each corpus document in the index: {@code --copies}, {@code ELFEN_LUCENE_COPIES}, 1. */
+  public int copies() {
+    int c = getInt("copies", "ELFEN_LUCENE_COPIES", 1);
+    if (c < 1) {
+      throw new IllegalArgumentException("--copies / ELFEN_LUCENE_COPIES must be >= 1");
+    }
+    return c;
+  }
+
+  /**
+   * The index: {@code --index}, {@code ELFEN_INDEX_DIR}, else {@code
+   * <corpus dir>/index-lucene<major>} ({@code -x<copies>} appended when copies > 1).
+   */
   public Path indexDir() {
     String v = get("index", "ELFEN_INDEX_DIR");
     if (v != null) {
       return Path.of(v);
     }
-    return corpusDir().resolve("index-lucene" + org.apache.lucene.util.Version.LATEST.major);
+    int c = copies();
+    return corpusDir().resolve("index-lucene" + org.apache.lucene.util.Version.LATEST.major + (c > 1 ? "-x" + c : ""));
   }
 
   /**

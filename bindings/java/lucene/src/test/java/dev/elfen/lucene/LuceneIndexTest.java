@@ -94,6 +94,22 @@ class LuceneIndexTest {
     }
   }
 
+  @Test
+  void copiesMultiplyPostingsAndAreChecked(@TempDir Path dir) throws IOException {
+    Path corpus = dir.resolve("docs.tsv");
+    Corpus.write(corpus, TestCorpus.docs());
+    Path index = dir.resolve("index-x3");
+    LuceneIndex.build(corpus, index, 3, new java.io.PrintStream(java.io.OutputStream.nullOutputStream()));
+    try (LuceneIndex idx = LuceneIndex.open(index, corpus, 3)) {
+      assertEquals(120, idx.reader().numDocs());
+      Search s = new Search(idx.reader(), true);
+      s.run("lane");
+      assertEquals(15, s.lastTotalHits());
+    }
+    String m = openError(index, corpus);
+    assertTrue(m.contains("3 copies"), m);
+  }
+
   private static Path largestFile(Path dir) throws IOException {
     Path best = null;
     for (Path f : LuceneIndex.listFiles(dir)) {
