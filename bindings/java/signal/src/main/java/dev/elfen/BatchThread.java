@@ -4,6 +4,7 @@ import dev.elfen.policy.Decision;
 import dev.elfen.policy.Policy;
 import dev.elfen.policy.PolicyConfig;
 import dev.elfen.policy.PolicyKind;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.List;
@@ -34,11 +35,26 @@ import java.util.List;
  * time flushed to the batch line, the thread's affinity restored.
  */
 public final class BatchThread implements AutoCloseable {
+    /**
+     * All of the address space, so the check addresses {@code state} by its
+     * absolute address: a segment whose size, base and scope are constants
+     * leaves the JIT nothing to re-check per load but the alignment. Safe
+     * because the page's mappings stay until this thread is closed
+     * ({@link Page#retain}), and {@link #close} points {@link #watchAddress}
+     * at {@link #CLOSED_WATCH}.
+     */
+    @SuppressWarnings("restricted")
+    private static final MemorySegment EVERYTHING = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+    /** Where a closed thread's check looks: 0, never {@code NEVER}, so a check after close reaches the slow path. */
+    private static final MemorySegment CLOSED_WATCH = Arena.global().allocate(8, 8);
+
     // ---- the check reads only these two
-    /** The partner request lane's {@code state} (an 8-byte slice of the page mapping). */
-    private final MemorySegment watch;
+    /** Absolute address of the partner request lane's {@code state}. */
+    private long watchAddress;
     /** The {@code state} value the thread last acted on ({@code NEVER} while a budget runs). */
     private long expected;
+    /** The same {@code state} as an 8-byte slice of the page mapping (the slow path's view). */
+    private final MemorySegment watch;
 
     // ---- the slow path
     private final Policy policy;
@@ -81,7 +97,7 @@ public final class BatchThread implements AutoCloseable {
     public static BatchThread open(Path path, int lane, BatchOptions opts) throws ElfenException {
         Page p = Page.attach(path, Access.BATCH);
         try {
-            return new BatchThread(p, lane, opts, true);
+            return create(p, lane, opts, true);
         } catch (ElfenException | RuntimeException e) {
             p.close();
             throw e;
@@ -97,7 +113,18 @@ public final class BatchThread implements AutoCloseable {
      * affinity and the page are as before.
      */
     public static BatchThread attach(Page page, int lane, BatchOptions opts) throws ElfenException {
-        return new BatchThread(page, lane, opts, false);
+        return create(page, lane, opts, false);
+    }
+
+    private static BatchThread create(Page page, int lane, BatchOptions opts, boolean ownsPage)
+            throws ElfenException {
+        page.retain();
+        try {
+            return new BatchThread(page, lane, opts, ownsPage);
+        } catch (ElfenException | RuntimeException e) {
+            page.release();
+            throw e;
+        }
     }
 
     private BatchThread(Page page, int lane, BatchOptions opts, boolean ownsPage) throws ElfenException {
@@ -152,6 +179,7 @@ public final class BatchThread implements AutoCloseable {
         this.ctl = Layout.controllerLine(lane);
         long stateOff = Layout.lcLine(req) + Layout.LcLine.STATE;
         this.watch = pageSeg.asSlice(stateOff, 8);
+        this.watchAddress = watch.address();
         this.policy = pol;
         this.napper = new Napper(pageSeg, stateOff, batchSeg, line + Layout.BatchLine.SLEEPERS, backend,
                 cfg.hybridSpinNs(), opts.futexTimeout() == null ? BatchOptions.DEFAULT_FUTEX_TIMEOUT
@@ -189,7 +217,7 @@ public final class BatchThread implements AutoCloseable {
      * a difference calls {@link #slowPath()}. No syscall, no allocation.
      */
     public void check() {
-        if ((long) Mem.U64.getAcquire(watch, 0L) != expected) {
+        if ((long) Mem.U64.getAcquire(EVERYTHING, watchAddress) != expected) {
             slowPath();
         }
     }
@@ -210,10 +238,9 @@ public final class BatchThread implements AutoCloseable {
      * @throws IllegalStateException when called from another thread than the attaching one, or after close
      */
     public void slowPath() {
-        if (Thread.currentThread() != owner || closed) {
-            throw new IllegalStateException(closed ? "batch thread of lane " + lane + " is closed"
-                    : "batch thread of lane " + lane + " used from " + Thread.currentThread()
-                            + ", attached by " + owner + ": use it from the attaching thread");
+        requireOwner("used");
+        if (closed) {
+            throw new IllegalStateException("batch thread of lane " + lane + " is closed");
         }
         slowChecks++;
         unflushedSlow++;
@@ -397,12 +424,27 @@ public final class BatchThread implements AutoCloseable {
      * checks to the batch line, decrements {@code attached}, restores the
      * thread's affinity, and closes the page if {@link #open} opened it.
      */
+    private void requireOwner(String what) {
+        if (Thread.currentThread() != owner) {
+            throw new IllegalStateException("batch thread of lane " + lane + " " + what + " from "
+                    + Thread.currentThread() + ", attached by " + owner + ": use it from the attaching thread");
+        }
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * @throws IllegalStateException when called from another thread than the attaching one
+     */
     @Override
     public void close() {
         if (closed) {
             return;
         }
+        requireOwner("closed");
         closed = true;
+        watchAddress = CLOSED_WATCH.address();
+        expected = State.NEVER;
         long now = PageClock.now();
         endCorun(now);
         flushSlowChecks();
@@ -411,6 +453,7 @@ public final class BatchThread implements AutoCloseable {
         if (pin != null) {
             pin.restore();
         }
+        page.release();
         if (ownsPage) {
             page.close();
         }

@@ -25,7 +25,8 @@ import java.util.List;
  * </ul>
  *
  * <p>{@link #close()} ends a request left open (so no batch thread sleeps
- * forever) and releases {@code lc_tid}.
+ * forever) and releases {@code lc_tid}. The page's mappings stay while the
+ * lane is open, even if the {@link Page} is closed first.
  */
 public final class LcLane implements AutoCloseable {
     private static final int SEQ_MASK = 0x7FFF_FFFF;
@@ -50,6 +51,9 @@ public final class LcLane implements AutoCloseable {
     private long busyTicks;
     private long requests;
     private boolean closed;
+    /** FUTEX_WAKE syscalls made, and waiters they woke (for tests). */
+    long wakeSyscalls;
+    long woken;
 
     /**
      * Attaches the page at {@code path} with {@link Access#LC} and then
@@ -58,7 +62,7 @@ public final class LcLane implements AutoCloseable {
     public static LcLane open(Path path, int lane) throws ElfenException {
         Page p = Page.attach(path, Access.LC);
         try {
-            return new LcLane(p, lane, true);
+            return create(p, lane, true);
         } catch (ElfenException | RuntimeException e) {
             p.close();
             throw e;
@@ -73,7 +77,17 @@ public final class LcLane implements AutoCloseable {
      * left open by a dead LC thread is ended (and sleepers woken).
      */
     public static LcLane attach(Page page, int lane) throws ElfenException {
-        return new LcLane(page, lane, false);
+        return create(page, lane, false);
+    }
+
+    private static LcLane create(Page page, int lane, boolean ownsPage) throws ElfenException {
+        page.retain();
+        try {
+            return new LcLane(page, lane, ownsPage);
+        } catch (ElfenException | RuntimeException e) {
+            page.release();
+            throw e;
+        }
     }
 
     private LcLane(Page page, int lane, boolean ownsPage) throws ElfenException {
@@ -152,7 +166,8 @@ public final class LcLane implements AutoCloseable {
         }
         for (long off : sleepers) {
             if (Mem.get32(batchSeg, off) != 0) {
-                Native.futexWakeAll(futexWord);
+                wakeSyscalls++;
+                woken += Native.futexWakeAll(futexWord);
                 return;
             }
         }
@@ -255,6 +270,7 @@ public final class LcLane implements AutoCloseable {
         closed = true;
         requestEnd();
         int unused = (int) Mem.U32.compareAndExchange(seg, line + Layout.LcLine.LC_TID, tid, 0);
+        page.release();
         if (ownsPage) {
             page.close();
         }

@@ -43,8 +43,8 @@ final class Napper {
                 : futexTimeout.compareTo(BatchOptions.MAX_FUTEX_TIMEOUT) > 0 ? BatchOptions.MAX_FUTEX_TIMEOUT
                 : futexTimeout;
         this.timespec = Arena.ofAuto().allocate(Native.TIMESPEC);
-        timespec.set(Mem.U64_LAYOUT.withOrder(java.nio.ByteOrder.nativeOrder()), 0, t.getSeconds());
-        timespec.set(Mem.U64_LAYOUT.withOrder(java.nio.ByteOrder.nativeOrder()), 8, (long) t.getNano());
+        timespec.set(java.lang.foreign.ValueLayout.JAVA_LONG, 0, t.getSeconds());
+        timespec.set(java.lang.foreign.ValueLayout.JAVA_LONG, 8, (long) t.getNano());
         reconfigure(backend, hybridSpinNs);
     }
 
@@ -64,8 +64,8 @@ final class Napper {
 
     /** The futex timeout, ns. */
     long futexTimeoutNs() {
-        return timespec.get(Mem.U64_LAYOUT.withOrder(java.nio.ByteOrder.nativeOrder()), 0) * 1_000_000_000L
-                + timespec.get(Mem.U64_LAYOUT.withOrder(java.nio.ByteOrder.nativeOrder()), 8);
+        return timespec.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0) * 1_000_000_000L
+                + timespec.get(java.lang.foreign.ValueLayout.JAVA_LONG, 8);
     }
 
     private boolean over(long napped, long control0) {

@@ -90,6 +90,7 @@ final class Native {
         }
     }
 
+    @SuppressWarnings("restricted")
     private static MethodHandle handle(String name, FunctionDescriptor fd, Linker.Option... opts) {
         MemorySegment sym = LINKER.defaultLookup().find(name).orElseThrow(
                 () -> new UnsatisfiedLinkError("the C library has no " + name));
@@ -178,6 +179,7 @@ final class Native {
     }
 
     /** The C library's text for errno {@code e}. */
+    @SuppressWarnings("restricted")
     static String strerror(int e) {
         try {
             MemorySegment s = (MemorySegment) STRERROR.invokeExact(e);

@@ -51,6 +51,9 @@ public final class Page implements AutoCloseable {
     private final long ticksPerSec;
     private final Access access;
     private volatile boolean owner;
+    /** Attached LcLanes and BatchThreads: the mappings stay until the last is closed. */
+    private int refs;
+    private boolean closed;
 
     private Page(Path path, Path batchPath, Arena arena, MemorySegment page, MemorySegment batch, int lanes,
             int clockKind, long ticksPerSec, Access access, boolean owner) {
@@ -279,7 +282,13 @@ public final class Page implements AutoCloseable {
         owner = false;
     }
 
-    /** Unmaps both files; removes them if this handle created them and did not {@link #persist}. */
+    /**
+     * Closes the handle: removes both files if this handle created them and
+     * did not {@link #persist}, and unmaps them, at once or, while
+     * {@link LcLane}s or {@link BatchThread}s attached through it are still
+     * open, when the last of them is closed (so their loads and stores never
+     * reach unmapped memory).
+     */
     @Override
     public void close() {
         if (owner) {
@@ -287,9 +296,36 @@ public final class Page implements AutoCloseable {
             deleteQuietly(path);
             deleteQuietly(batchPath);
         }
-        if (arena.scope().isAlive()) {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            if (refs == 0) {
+                arena.close();
+            }
+        }
+    }
+
+    /** Keeps the mappings for an attaching LcLane or BatchThread. */
+    synchronized void retain() {
+        if (closed) {
+            throw new IllegalStateException("signal page " + path + " is closed");
+        }
+        refs++;
+    }
+
+    /** Releases a {@link #retain}; the last release after {@link #close} unmaps. */
+    synchronized void release() {
+        refs--;
+        if (refs == 0 && closed) {
             arena.close();
         }
+    }
+
+    /** Whether {@link #close} was called. */
+    public synchronized boolean isClosed() {
+        return closed;
     }
 
     // ---- identity
@@ -386,9 +422,19 @@ public final class Page implements AutoCloseable {
         }
     }
 
-    /** Lane {@code lane}'s LC line, each field read once. */
-    public LcLineSnapshot readLc(int lane) throws ElfenException {
-        checkLane(lane);
+    private void checkIndex(int lane) {
+        if (lane < 0 || lane >= lanes) {
+            throw new IndexOutOfBoundsException(ElfenException.laneOutOfRange(path, lane, lanes).getMessage());
+        }
+    }
+
+    /**
+     * Lane {@code lane}'s LC line, each field read once.
+     *
+     * @throws IndexOutOfBoundsException for a lane beyond the page
+     */
+    public LcLineSnapshot readLc(int lane) {
+        checkIndex(lane);
         long o = Layout.lcLine(lane);
         return new LcLineSnapshot(Mem.acquire64(page, o + Layout.LcLine.STATE),
                 Mem.get64(page, o + Layout.LcLine.REQUEST_ID), Mem.get64(page, o + Layout.LcLine.BUSY_SINCE),
@@ -396,9 +442,13 @@ public final class Page implements AutoCloseable {
                 Mem.get32(page, o + Layout.LcLine.LC_TID));
     }
 
-    /** Lane {@code lane}'s batch line, each field read once. */
-    public BatchLineSnapshot readBatch(int lane) throws ElfenException {
-        checkLane(lane);
+    /**
+     * Lane {@code lane}'s batch line, each field read once.
+     *
+     * @throws IndexOutOfBoundsException for a lane beyond the page
+     */
+    public BatchLineSnapshot readBatch(int lane) {
+        checkIndex(lane);
         long o = Layout.batchLine(lane);
         return new BatchLineSnapshot(Mem.get32(batch, o + Layout.BatchLine.ATTACHED),
                 Mem.get32(batch, o + Layout.BatchLine.SLEEPERS), Mem.get32(batch, o + Layout.BatchLine.NAPPING),

@@ -1,0 +1,245 @@
+package dev.elfen;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Create/attach, the permission model, and every bad-input error of {@link Page}. */
+class PageTest {
+    @TempDir
+    Path dir;
+
+    private static ElfenException refused(ElfenException.Kind kind, org.junit.jupiter.api.function.Executable e,
+            String... words) {
+        ElfenException x = assertThrows(ElfenException.class, e);
+        assertEquals(kind, x.kind(), x.getMessage());
+        for (String w : words) {
+            assertTrue(x.getMessage().contains(w), "'" + w + "' not in: " + x.getMessage());
+        }
+        return x;
+    }
+
+    /** A persisted 2-lane page at dir/name (the test removes nothing: @TempDir does). */
+    private Path persisted(String name) throws ElfenException {
+        Path p = dir.resolve(name);
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
+            page.persist();
+        }
+        return p;
+    }
+
+    private static void patch(Path file, long off, long value, int size) throws IOException {
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.WRITE)) {
+            ByteBuffer b = ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
+            if (size == 8) {
+                b.putLong(value);
+            } else {
+                b.putInt((int) value);
+            }
+            b.flip();
+            ch.write(b, off);
+        }
+    }
+
+    @Test
+    void createAttachAndCleanup() throws Exception {
+        Path p = dir.resolve("sig");
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
+            assertTrue(Files.exists(p) && Files.exists(Page.batchPath(p)));
+            assertEquals(384, Files.size(p));
+            assertEquals(192, Files.size(Page.batchPath(p)));
+            assertEquals("rw-r--r--", PosixFilePermissions.toString(Files.getPosixFilePermissions(p)));
+            assertEquals("rw-rw-rw-", PosixFilePermissions.toString(Files.getPosixFilePermissions(Page.batchPath(p))));
+            assertEquals(Access.CONTROLLER, page.access());
+            assertEquals(Layout.Clock.MONOTONIC_NS, page.clockKind(), "pages Java creates are MONOTONIC_NS");
+            assertEquals((int) ProcessHandle.current().pid(), page.creatorPid());
+            assertEquals(1, page.instance() & 1);
+            try (Page lc = Page.attach(p, Access.LC); Page b = Page.attach(p, Access.BATCH, 2)) {
+                assertTrue(lc.pageWritable() && !lc.batchWritable());
+                assertTrue(!b.pageWritable() && b.batchWritable());
+                assertEquals(page.instance(), b.instance());
+                // a store through one mapping is seen through another
+                Mem.release64(lc.pageSegment(), Layout.lcLine(0), State.pack(true, 1, 0));
+                assertTrue(State.busy(b.readLc(0).state()));
+                Mem.add64(b.batchSegment(), Layout.batchLine(1) + Layout.BatchLine.NAPS, 1);
+                assertEquals(1, lc.readBatch(1).naps());
+                ControllerConfig c = b.readController(1);
+                assertEquals(Layout.Role.BATCH, c.role());
+                assertEquals(1, c.cpu());
+                assertEquals(List.of(0), c.partners());
+                // read-only handles refuse writes with an error, not a crash
+                refused(ElfenException.Kind.READ_ONLY, () -> b.setKill(true), "read-only", "kill");
+                refused(ElfenException.Kind.READ_ONLY, () -> b.writeController(0, TestSupport.twoLanes(1, 0)
+                        .lanes().get(0)), "read-only", "controller line");
+                refused(ElfenException.Kind.READ_ONLY, b::beat, "read-only", "heartbeat");
+                // and the mapping itself is read-only: FFM refuses the store (the OS would fault)
+                assertThrows(IllegalArgumentException.class,
+                        () -> Mem.set64(b.pageSegment(), Layout.lcLine(0), 0));
+                assertThrows(IllegalArgumentException.class,
+                        () -> Mem.set32(lc.batchSegment(), Layout.batchLine(1), 0));
+            }
+        }
+        assertFalse(Files.exists(p) || Files.exists(Page.batchPath(p)), "the creator removes its page");
+    }
+
+    @Test
+    void createRefusesAnExistingPageUnlessReplacing() throws Exception {
+        Path p = persisted("sig");
+        refused(ElfenException.Kind.EXISTS, () -> Page.create(p, TestSupport.twoLanes(1, 0)), "already exists",
+                "still running", "pid " + ProcessHandle.current().pid());
+        try (Page page = Page.create(p, TestSupport.twoLanes(2, 5).withReplace(true))) {
+            assertEquals(2, page.readController(0).policy());
+        }
+        assertFalse(Files.exists(p));
+        try (var s = Files.list(dir)) {
+            assertEquals(List.of(), s.toList(), "no temporary files left");
+        }
+    }
+
+    @Test
+    void controllerRewritesUnderTheSeqlockAndSetsTheKillSwitch() throws Exception {
+        try (Page page = Page.create(dir.resolve("sig"), TestSupport.twoLanes(1, 0))) {
+            LaneSpec l = page.readController(1).role() == Layout.Role.BATCH ? TestSupport.twoLanes(1, 0).lanes().get(1)
+                    : null;
+            page.writeController(1, l.withPolicy(3).withBudgetNs(777));
+            ControllerConfig c = page.readController(1);
+            assertEquals(3, c.policy());
+            assertEquals(777, c.budgetNs());
+            assertEquals(2, c.seq());
+            page.setKill(true);
+            assertTrue(page.killed());
+            page.setKill(false);
+            assertFalse(page.killed());
+            page.beat();
+            assertTrue(page.heartbeat() > 0);
+            refused(ElfenException.Kind.BAD_SPEC, () -> page.writeController(1, l.withNap(9)), "unknown nap backend 9");
+            refused(ElfenException.Kind.BAD_SPEC, () -> page.writeController(1,
+                    new LaneSpec(1, Layout.Role.BATCH, List.of(1), 1, 0, 0, 0, 0)), "bad partners");
+            refused(ElfenException.Kind.LANE_OUT_OF_RANGE, () -> page.readController(2), "lane 2 is out of range",
+                    "has 2 lanes");
+            // a line left odd (a controller that died mid-rewrite) is reported, not waited on forever
+            Mem.set32(page.pageSegment(), Layout.controllerLine(1) + Layout.ControllerLine.CONFIG_SEQ, 3);
+            refused(ElfenException.Kind.STUCK_CONTROLLER, () -> page.readController(1), "mid-rewrite");
+        }
+    }
+
+    @Test
+    void specValidation() {
+        PageSpec two = TestSupport.twoLanes(1, 0);
+        refused(ElfenException.Kind.BAD_SPEC, () -> two.withLanes(List.of()).validate(), "1..=4096 lanes, got 0");
+        refused(ElfenException.Kind.BAD_SPEC, () -> two.withLane(1, new LaneSpec(0, Layout.Role.BATCH, List.of(0), 1,
+                0, 0, 0, 0)).validate(), "cpu 0 appears twice");
+        refused(ElfenException.Kind.BAD_SPEC, () -> two.withLane(1, new LaneSpec(1, Layout.Role.BATCH, List.of(5), 1,
+                0, 0, 0, 0)).validate(), "partner 5 is not another lane");
+        refused(ElfenException.Kind.BAD_SPEC, () -> two.withLane(1, new LaneSpec(1, Layout.Role.REQUEST, List.of(0),
+                1, 0, 0, 0, 0)).validate(), "must be a batch lane");
+        refused(ElfenException.Kind.BAD_SPEC, () -> two.withLane(1, two.lanes().get(1).withNap(6)).validate(),
+                "unknown nap backend 6");
+        refused(ElfenException.Kind.BAD_SPEC, () -> Page.create(dir.resolve("x"), two.withLanes(List.of())));
+        assertFalse(Files.exists(dir.resolve("x")));
+    }
+
+    @Test
+    void everyBadInputIsRefusedWithTheFileAndTheMismatch() throws Exception {
+        refused(ElfenException.Kind.MISSING, () -> Page.attach(dir.resolve("nope"), Access.OBSERVER),
+                "nope does not exist");
+        Path shortFile = dir.resolve("short");
+        Files.write(shortFile, new byte[100]);
+        refused(ElfenException.Kind.SHORT, () -> Page.attach(shortFile, Access.OBSERVER), "is 100 bytes",
+                "128-byte header");
+        Path p = persisted("sig");
+        Path bp = Page.batchPath(p);
+        byte[] good = Files.readAllBytes(p);
+        byte[] goodBatch = Files.readAllBytes(bp);
+        record Case(Path file, long off, long value, int size, ElfenException.Kind kind, String words) {}
+        List<Case> cases = List.of(
+                new Case(p, 0, 0x4e4f4e5f4e4f4eL, 8, ElfenException.Kind.BAD_MAGIC, "not an elfen signal page"),
+                new Case(p, Layout.Header.ABI_VERSION, 2, 4, ElfenException.Kind.BAD_VERSION,
+                        "ABI version 2, this build speaks version 1"),
+                new Case(p, Layout.Header.LINE_SIZE, 128, 4, ElfenException.Kind.MISMATCH, "line_size is 128"),
+                new Case(p, Layout.Header.TOTAL_SIZE, 999, 8, ElfenException.Kind.MISMATCH,
+                        "total_size (vs the file's size) is 999, expected 384"),
+                new Case(p, Layout.Header.LANE_COUNT, 0, 4, ElfenException.Kind.MISMATCH, "lane_count (must be 1..=4096)"),
+                new Case(p, Layout.Header.LANE_COUNT, 3, 4, ElfenException.Kind.MISMATCH, "total_size (vs lane_count)"),
+                new Case(p, Layout.Header.CLOCK, 7, 4, ElfenException.Kind.MISMATCH, "clock is 7"),
+                new Case(p, Layout.Header.TICKS_PER_SEC, 0, 8, ElfenException.Kind.MISMATCH, "clock is 2"),
+                new Case(bp, 0, 0, 8, ElfenException.Kind.BAD_MAGIC, "not an elfen batch file"),
+                new Case(bp, Layout.BatchHeader.LANE_COUNT, 1, 4, ElfenException.Kind.MISMATCH, "sig.batch"),
+                new Case(bp, Layout.BatchHeader.INSTANCE, 42, 8, ElfenException.Kind.MISMATCH,
+                        "instance (the batch file belongs to another page) is 42"));
+        for (Case c : cases) {
+            Files.write(p, good);
+            Files.write(bp, goodBatch);
+            patch(c.file(), c.off(), c.value(), c.size());
+            ElfenException e = refused(c.kind(), () -> Page.attach(p, Access.OBSERVER), c.words(),
+                    c.file().toString());
+            assertEquals(c.file(), e.path());
+        }
+        Files.write(p, good);
+        Files.write(bp, goodBatch);
+        refused(ElfenException.Kind.MISMATCH, () -> Page.attach(p, Access.OBSERVER, 4), "lane_count is 2, expected 4");
+        Files.delete(bp);
+        refused(ElfenException.Kind.MISSING, () -> Page.attach(p, Access.BATCH), "sig.batch does not exist");
+    }
+
+    @Test
+    void permissionDeniedNamesTheRoleAndMode() throws Exception {
+        Path p = persisted("sig");
+        Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("r--r--r--"));
+        if (((Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid")) == 0) {
+            System.out.println("skipped: running as root, who may open a 0444 file read-write");
+            return;
+        }
+        refused(ElfenException.Kind.PERMISSION_DENIED, () -> Page.attach(p, Access.LC), "read-write", "LC access");
+    }
+
+    @Test
+    void aJavaWriterRefusesATscPageAndWritesNothing() throws Exception {
+        Path p = TestSupport.copyGolden(dir, "tsc");
+        patch(p, Layout.Header.CLOCK, Layout.Clock.TSC, 4);
+        patch(p, Layout.Header.TICKS_PER_SEC, 2_100_000_000L, 8);
+        byte[] page = Files.readAllBytes(p);
+        byte[] batch = Files.readAllBytes(Page.batchPath(p));
+        for (Access a : List.of(Access.LC, Access.BATCH, Access.CONTROLLER)) {
+            refused(ElfenException.Kind.CLOCK_UNSUPPORTED, () -> Page.attach(p, a), "TSC ticks", "Java",
+                    "nothing was written", "CLOCK_MONOTONIC", "OBSERVER", p.toString());
+        }
+        refused(ElfenException.Kind.CLOCK_UNSUPPORTED, () -> LcLane.open(p, 0));
+        refused(ElfenException.Kind.CLOCK_UNSUPPORTED, () -> BatchThread.open(p, 1, BatchOptions.defaults()));
+        assertArrayEquals(page, Files.readAllBytes(p), "page untouched");
+        assertArrayEquals(batch, Files.readAllBytes(Page.batchPath(p)), "batch file untouched");
+        // observers may read it where the machine has an invariant TSC (as the Rust side)
+        if (Page.InvariantTsc.PRESENT) {
+            try (Page o = Page.attach(p, Access.OBSERVER)) {
+                assertEquals(Layout.Clock.TSC, o.clockKind());
+                assertEquals(2_100_000_000L, o.ticksPerSec());
+                assertEquals(2_000_000_000L, o.ticksToNs(4_200_000_000L));
+                assertEquals(5, State.seq(o.readLc(0).state()));
+            }
+        } else {
+            refused(ElfenException.Kind.MISMATCH, () -> Page.attach(p, Access.OBSERVER), "no invariant TSC");
+            System.out.println("note: no invariant TSC here; the observer of a TSC page is refused, as in Rust");
+        }
+    }
+
+    @Test
+    void pathsOfNames() {
+        assertEquals(Path.of("/dev/shm/elfen"), Page.pagePath("elfen"));
+        assertEquals(Path.of("/tmp/x/sig"), Page.pagePath("/tmp/x/sig"));
+        assertEquals(Path.of("/tmp/x/sig.batch"), Page.batchPath(Path.of("/tmp/x/sig")));
+    }
+}
