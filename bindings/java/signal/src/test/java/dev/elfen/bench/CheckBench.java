@@ -50,6 +50,8 @@ public final class CheckBench {
     private CheckBench() {}
 
     static long sink;
+    /** CPUs of the process, read before the batch thread pins itself. */
+    static int cpus;
 
     /** n fast-path checks. */
     static void checks(BatchThread b, long n) {
@@ -135,6 +137,7 @@ public final class CheckBench {
                 }
             }
         }
+        cpus = Runtime.getRuntime().availableProcessors();
         Path dir = Files.createTempDirectory("elfen-check-bench");
         Path pagePath = dir.resolve("page");
         try (Page page = Page.create(pagePath, PageSpec.forPair(0, List.of(1), PolicyKind.BORROW_IDLE.id(), 0))) {
@@ -232,7 +235,7 @@ public final class CheckBench {
                 }
                 """, Instant.now().getEpochSecond(), jvm.replace("\"", "'"), System.getProperty("os.name"),
                 System.getProperty("os.version"), System.getProperty("os.arch"),
-                Runtime.getRuntime().availableProcessors(), cpuModel(), n, reps, warmupMs, pinNote.replace("\"", "'"),
+                cpus, cpuModel(), n, reps, warmupMs, pinNote.replace("\"", "'"),
                 arr(check), arr(work), arr(both), arr(overhead), median(check), min(check), max(check), median(work),
                 median(both), median(overhead), min(overhead), max(overhead), slowDuring);
         if (json.getParent() != null) {
