@@ -36,16 +36,16 @@ public final class Options {
     }
   }
 
-  /** The option's value, else the environment variable's (when {@code envName} is not null), else null. */
+  /**
+   * The option's value, else the environment variable's (when {@code envName} is not null), else
+   * null; an empty value counts as not given (a harness may substitute an empty string).
+   */
   public String get(String name, String envName) {
     String v = values.get(name);
-    if (v == null && envName != null) {
+    if ((v == null || v.isEmpty()) && envName != null) {
       v = env.get(envName);
-      if (v != null && v.isEmpty()) {
-        v = null;
-      }
     }
-    return v;
+    return v == null || v.isEmpty() ? null : v;
   }
 
   /** Like {@link #get} with a default. */

@@ -161,7 +161,7 @@ public final class Server implements AutoCloseable {
         if (h.len() > Protocol.MAX_PAYLOAD_BYTES) {
           badRequests.incrementAndGet();
           c.respond(resp, h.id(), 0, 0, Protocol.STATUS_BAD_REQUEST, 0);
-          c.close();
+          c.closeAfterProtocolError(in);
           break;
         }
         int len = (int) h.len();
@@ -324,6 +324,34 @@ public final class Server implements AutoCloseable {
       if (pending.decrementAndGet() == 0 && readDone) {
         close();
       }
+    }
+
+    /**
+     * Ends the connection after the error response: FIN first, then up to 100 ms / 1 MiB of
+     * what the client still sends is read and dropped, so closing with unread data does not
+     * reset the connection before the client has read the response.
+     */
+    void closeAfterProtocolError(DataInputStream in) {
+      try {
+        synchronized (this) {
+          if (!closed) {
+            socket.shutdownOutput();
+          }
+        }
+        socket.setSoTimeout(100);
+        byte[] sink = new byte[8192];
+        long deadline = System.nanoTime() + 100_000_000L;
+        for (int total = 0; total < (1 << 20) && System.nanoTime() < deadline; ) {
+          int n = in.read(sink);
+          if (n < 0) {
+            break;
+          }
+          total += n;
+        }
+      } catch (IOException ignored) {
+        // closing anyway
+      }
+      close();
     }
 
     void close() {

@@ -114,6 +114,17 @@ class ServerTest {
   }
 
   @Test
+  void tooLongPayloadFollowedByDataStillDeliversTheErrorResponse() throws IOException {
+    try (WireClient c = client()) {
+      ByteBuffer h = ByteBuffer.allocate(Protocol.REQUEST_HEADER_BYTES + 4096).order(ByteOrder.LITTLE_ENDIAN);
+      h.putLong(11).putLong(0).putInt(1 << 20).putInt(Protocol.KIND_WORK);
+      c.sendRaw(h.array());
+      assertEquals(new Protocol.Response(11, 0, 0, Protocol.STATUS_BAD_REQUEST, 0), c.read());
+      assertTrue(c.closedByPeer());
+    }
+  }
+
+  @Test
   void aClosedConnectionDoesNotStopTheServer() throws IOException {
     try (WireClient c = client()) {
       for (int i = 0; i < 50; i++) {
