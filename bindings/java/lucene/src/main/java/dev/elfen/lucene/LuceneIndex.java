@@ -108,8 +108,28 @@ public final class LuceneIndex implements AutoCloseable {
     if (copies < 1) {
       throw new IllegalArgumentException("copies must be >= 1, not " + copies);
     }
+    if (!Files.isReadable(corpusFile)) {
+      throw new IOException("corpus " + corpusFile + " is missing: run scripts/corpus.sh (or pass --corpus)");
+    }
     Corpus.Manifest cm = Corpus.manifest(corpusFile);
-    Path tmp = indexDir.resolveSibling(indexDir.getFileName() + ".building");
+    Path tmp = indexDir.toAbsolutePath().resolveSibling(indexDir.getFileName() + ".building");
+    try {
+      return buildInto(corpusFile, cm, tmp, indexDir, copies, log);
+    } catch (IOException | RuntimeException e) {
+      try {
+        deleteTree(tmp);
+      } catch (IOException suppressed) {
+        e.addSuppressed(suppressed);
+      }
+      if (e instanceof UncheckedIOException u) {
+        throw u.getCause();
+      }
+      throw e;
+    }
+  }
+
+  private static BuildStats buildInto(Path corpusFile, Corpus.Manifest cm, Path tmp, Path indexDir, int copies,
+      PrintStream log) throws IOException {
     if (Files.exists(tmp)) {
       log.println("index: removing an interrupted build at " + tmp);
       deleteTree(tmp);

@@ -82,6 +82,26 @@ class LuceneIndexTest {
   }
 
   @Test
+  void buildWithoutACorpusFailsAndLeavesNothing(@TempDir Path dir) throws IOException {
+    IOException e = assertThrows(IOException.class, () -> LuceneIndex.build(dir.resolve("docs.tsv"),
+        dir.resolve("index"), new java.io.PrintStream(java.io.OutputStream.nullOutputStream())));
+    assertTrue(e.getMessage().contains("scripts/corpus.sh"), e.getMessage());
+    try (var s = Files.list(dir)) {
+      assertEquals(0, s.count());
+    }
+  }
+
+  @Test
+  void badCorpusLineFailsTheBuildAndRemovesTheHalfBuiltIndex(@TempDir Path dir) throws IOException {
+    Path corpus = dir.resolve("docs.tsv");
+    Files.writeString(corpus, Corpus.HEADER + "\na\tb\tc\td\nbroken line\n");
+    IOException e = assertThrows(IOException.class, () -> LuceneIndex.build(corpus, dir.resolve("index"),
+        new java.io.PrintStream(java.io.OutputStream.nullOutputStream())));
+    assertTrue(e.getMessage().contains("docs.tsv:3"), e.getMessage());
+    assertTrue(Files.notExists(dir.resolve("index")) && Files.notExists(dir.resolve("index.building")));
+  }
+
+  @Test
   void interruptedBuildIsReplacedByTheNextBuild(@TempDir Path dir) throws IOException {
     Path corpus = dir.resolve("docs.tsv");
     Corpus.write(corpus, TestCorpus.docs());
