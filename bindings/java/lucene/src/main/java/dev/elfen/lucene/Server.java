@@ -207,12 +207,19 @@ public final class Server implements AutoCloseable {
         Affinity.pinCurrentThread(cfg.workerCpus());
       }
       cfg.log().println("serve: worker tid " + Affinity.tid() + " on CPUs " + Affinity.currentCpus());
-      if (warmup != null) {
-        warmup.run();
-      }
       signal = cfg.signal().get();
       signalDescription = signal.describe();
     } catch (Throwable t) {
+      workerFailure = t;
+      ready.countDown();
+      return;
+    }
+    try {
+      if (warmup != null) {
+        warmup.run();
+      }
+    } catch (Throwable t) {
+      signal.close();
       workerFailure = t;
       ready.countDown();
       return;
