@@ -77,7 +77,7 @@ final class Native {
             Linker.Option errno = Linker.Option.captureCallState("errno");
             SYSCALL6 = handle("syscall", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG,
                     JAVA_LONG, ADDRESS, ADDRESS, JAVA_LONG), Linker.Option.firstVariadicArg(1));
-            SYSCALL0 = handle("syscall", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG));
+            SYSCALL0 = handle("syscall", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG), Linker.Option.firstVariadicArg(1));
             KILL = handle("kill", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT), errno);
             CLOCK_GETTIME = handle("clock_gettime", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS));
             GETAFFINITY = handle("sched_getaffinity",
