@@ -1,0 +1,134 @@
+//! File primitives: the only place that touches the file system.
+//!
+//! Cgroup files are written with one `write(2)` of the whole value (the
+//! kernel parses each write on its own; a partial write would be a different
+//! value). Errors carry the path and the operation.
+
+use crate::error::{CgroupError, Result};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// Reads a whole cgroup file.
+pub(crate) fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| CgroupError::io(path, "reading", e))
+}
+
+/// Reads a cgroup file with surrounding whitespace removed.
+pub(crate) fn read_trim(path: &Path) -> Result<String> {
+    read(path).map(|s| s.trim().to_string())
+}
+
+/// Writes `value` to a cgroup file in one write (no create, no truncate
+/// semantics beyond what the file system gives: on cgroupfs the kernel
+/// parses the buffer; on a test's temp dir the file is replaced).
+pub(crate) fn write(path: &Path, value: &str) -> Result<()> {
+    let op = || format!("writing {value:?}");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| CgroupError::io(path, op(), e))?;
+    f.write_all(value.as_bytes())
+        .map_err(|e| CgroupError::io(path, op(), e))
+}
+
+/// Whether `dir` is on a cgroup (v1 or v2) file system. Test roots are not:
+/// there, removing a group may delete the ordinary files it holds.
+pub(crate) fn is_cgroupfs(dir: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the struct we pass; the path is NUL-terminated.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
+        return false;
+    }
+    const CGROUP_SUPER_MAGIC: i64 = 0x27e0eb;
+    const CGROUP2_SUPER_MAGIC: i64 = 0x63677270;
+    let t = s.f_type as i64;
+    t == CGROUP_SUPER_MAGIC || t == CGROUP2_SUPER_MAGIC
+}
+
+/// Removes a group directory. On cgroupfs, `rmdir` fails with `EBUSY` while
+/// the kernel still tears down an exiting task, so it is retried for up to
+/// half a second. A directory that is already gone is success.
+pub(crate) fn remove_group_dir(dir: &Path) -> Result<()> {
+    let cgroupfs = is_cgroupfs(dir);
+    let mut last = None;
+    for _ in 0..50 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            // A real cgroup directory holds only kernel files, which rmdir
+            // ignores; a test root's directory holds ordinary files.
+            Err(_) if !cgroupfs && std::fs::remove_dir_all(dir).is_ok() => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(CgroupError::io(
+        dir,
+        "removing",
+        last.unwrap_or_else(|| std::io::Error::other("busy")),
+    ))
+}
+
+/// Writes `content` to `path` atomically: a temporary file beside it is
+/// written, synced and renamed over `path`, and the directory is synced, so
+/// a crash leaves either the old or the new content, never a torn file.
+pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("state file path has no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(content)?;
+        f.sync_all()?;
+    }
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Whether process `pid` exists.
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The system page size (memory limits are kept in whole pages).
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as u64 } else { 4096 }
+}
+
+/// Parses a list of ids, one per line (`cgroup.procs`, `tasks`).
+pub(crate) fn parse_ids(path: &Path, content: &str) -> Result<Vec<u32>> {
+    content
+        .split_whitespace()
+        .map(|t| {
+            t.parse::<u32>()
+                .map_err(|_| CgroupError::parse(path, t, "expected a process or thread id"))
+        })
+        .collect()
+}

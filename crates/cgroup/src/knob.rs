@@ -1,0 +1,649 @@
+//! Knobs: one typed enum for every value the executor writes, with its file
+//! names per layout, its parser and its formatter.
+//!
+//! Values are compared in the file's *native* form (after [`Knob::native`]),
+//! so a cpulist `0,1` equals `0-1`, a v1 weight is compared as `cpu.shares`,
+//! and a memory limit is compared in whole pages as the kernel stores it.
+//!
+//! File map (v1 name / v2 name):
+//!
+//! | knob | v1 | v2 |
+//! |---|---|---|
+//! | [`Knob::CpusetCpus`] | `cpuset.cpus` | `cpuset.cpus` |
+//! | [`Knob::CpusetMems`] | `cpuset.mems` | `cpuset.mems` |
+//! | [`Knob::CpuMax`] | `cpu.cfs_period_us`, `cpu.cfs_quota_us` | `cpu.max` |
+//! | [`Knob::CpuIdle`] | `cpu.idle` (kernels ≥ 5.15) | `cpu.idle` |
+//! | [`Knob::CpuWeight`] / [`Knob::CpuShares`] | `cpu.shares` | `cpu.weight` |
+//! | [`Knob::Frozen`] | `freezer.state` | `cgroup.freeze` |
+//! | [`Knob::MemoryMax`] | `memory.limit_in_bytes` | `memory.max` |
+//! | [`Knob::IoMax`] | `blkio.throttle.{read,write}_bps_device` | `io.max` |
+
+use crate::error::{CgroupError, Result};
+use crate::layout::Controller;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// A block device, `major:minor` (`8:0` is `/dev/sda`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Device {
+    /// Major number.
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Device, String> {
+        let (a, b) = s
+            .split_once(':')
+            .ok_or_else(|| format!("device {s:?}: expected major:minor"))?;
+        let p = |t: &str| {
+            t.parse::<u32>()
+                .map_err(|_| format!("device {s:?}: {t:?} is not a number"))
+        };
+        Ok(Device {
+            major: p(a)?,
+            minor: p(b)?,
+        })
+    }
+}
+
+impl TryFrom<String> for Device {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Device, String> {
+        s.parse()
+    }
+}
+
+impl From<Device> for String {
+    fn from(d: Device) -> String {
+        d.to_string()
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.major, self.minor)
+    }
+}
+
+/// A value the executor can set on a group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Knob {
+    /// `cpuset.cpus`: the CPUs the group may run on (empty: none in v1, the
+    /// parent's in v2).
+    CpusetCpus(#[serde(with = "cpulist_serde")] Vec<u32>),
+    /// `cpuset.mems`: the memory nodes (a v1 cpuset takes no task while it
+    /// is empty).
+    CpusetMems(#[serde(with = "cpulist_serde")] Vec<u32>),
+    /// CFS bandwidth: at most `quota_us` of CPU time per `period_us`
+    /// (`quota = lanes × period`); `None` is unlimited. The kernel accepts
+    /// quotas ≥ 1 ms and periods of 1 ms to 1 s.
+    CpuMax {
+        /// CPU time per period, µs; `None` = unlimited (v1 `-1`, v2 `max`).
+        quota_us: Option<u64>,
+        /// The period, µs.
+        period_us: u64,
+    },
+    /// `cpu.idle`: the group's tasks run as `SCHED_IDLE` against its siblings.
+    CpuIdle(bool),
+    /// Relative CPU weight in v2 units: 1..=10000, default 100.
+    ///
+    /// On v1 it is written as `cpu.shares = round(weight × 1024 / 100)`
+    /// (clamped to 2..=262144), the conversion the kernel itself uses
+    /// between the two files, so default 100 is default 1024 and ratios
+    /// between groups are kept. (runc's `1 + (shares − 2) × 9999 / 262142`
+    /// maps 1024 to 39, not 100, and is not used.)
+    CpuWeight(u32),
+    /// Relative CPU weight in v1 units (`cpu.shares`, 2..=262144, default
+    /// 1024); on v2 written as `cpu.weight = round(shares × 100 / 1024)`.
+    /// Originals read on v1 are recorded in this form so that restoring
+    /// them is exact.
+    CpuShares(u64),
+    /// The freezer: `true` = frozen (v1 `FROZEN`, v2 `cgroup.freeze` `1`).
+    /// Reading v1's `FREEZING` counts as `true` (requested, in progress).
+    Frozen(bool),
+    /// Memory limit in bytes (`None` = unlimited); the kernel keeps it in
+    /// whole pages, rounded down.
+    MemoryMax(Option<u64>),
+    /// Read/write bandwidth limits of one block device, bytes per second
+    /// (`None` = unlimited).
+    IoMax {
+        /// The device.
+        device: Device,
+        /// Read limit, bytes/s.
+        read_bps: Option<u64>,
+        /// Write limit, bytes/s.
+        write_bps: Option<u64>,
+    },
+}
+
+/// Which knob (without its value): the key under which an original value is
+/// recorded. [`Knob::CpuWeight`] and [`Knob::CpuShares`] are one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KnobKind {
+    /// `cpuset.cpus`.
+    CpusetCpus,
+    /// `cpuset.mems`.
+    CpusetMems,
+    /// CFS bandwidth.
+    CpuMax,
+    /// `cpu.idle`.
+    CpuIdle,
+    /// Weight / shares.
+    CpuWeight,
+    /// Freezer.
+    Frozen,
+    /// Memory limit.
+    MemoryMax,
+    /// I/O limits of one device.
+    IoMax(Device),
+}
+
+impl KnobKind {
+    /// The controller whose hierarchy holds it.
+    pub fn controller(self) -> Controller {
+        match self {
+            KnobKind::CpusetCpus | KnobKind::CpusetMems => Controller::Cpuset,
+            KnobKind::CpuMax | KnobKind::CpuIdle | KnobKind::CpuWeight => Controller::Cpu,
+            KnobKind::Frozen => Controller::Freezer,
+            KnobKind::MemoryMax => Controller::Memory,
+            KnobKind::IoMax(_) => Controller::Io,
+        }
+    }
+
+    /// Its files, in the order they are written (`v2`: the controller is
+    /// served by a v2 tree).
+    pub fn files(self, v2: bool) -> &'static [&'static str] {
+        match (self, v2) {
+            (KnobKind::CpusetCpus, _) => &["cpuset.cpus"],
+            (KnobKind::CpusetMems, _) => &["cpuset.mems"],
+            (KnobKind::CpuMax, false) => &["cpu.cfs_period_us", "cpu.cfs_quota_us"],
+            (KnobKind::CpuMax, true) => &["cpu.max"],
+            (KnobKind::CpuIdle, _) => &["cpu.idle"],
+            (KnobKind::CpuWeight, false) => &["cpu.shares"],
+            (KnobKind::CpuWeight, true) => &["cpu.weight"],
+            (KnobKind::Frozen, false) => &["freezer.state"],
+            (KnobKind::Frozen, true) => &["cgroup.freeze"],
+            (KnobKind::MemoryMax, false) => &["memory.limit_in_bytes"],
+            (KnobKind::MemoryMax, true) => &["memory.max"],
+            (KnobKind::IoMax(_), false) => &[
+                "blkio.throttle.read_bps_device",
+                "blkio.throttle.write_bps_device",
+            ],
+            (KnobKind::IoMax(_), true) => &["io.max"],
+        }
+    }
+
+    /// Why a file of this knob may be missing, for `Unsupported` errors.
+    pub(crate) fn missing_reason(self, v2: bool) -> String {
+        match (self, v2) {
+            (KnobKind::CpuIdle, false) => {
+                "this kernel's v1 cpu controller has no cpu.idle (it came with Linux 5.15)".into()
+            }
+            (_, true) => format!(
+                "no such file in this v2 group: is the {} controller enabled in the parent's \
+                 cgroup.subtree_control?",
+                self.controller().v2_name().unwrap_or("core")
+            ),
+            (_, false) => format!(
+                "no such file in this v1 {} group (kernel without it?)",
+                self.controller().v1_name()
+            ),
+        }
+    }
+
+    /// Reads the current value (native form) from group directory `dir`.
+    pub(crate) fn read(self, dir: &Path, v2: bool) -> Result<Knob> {
+        let files = self.files(v2);
+        let path = |i: usize| dir.join(files[i]);
+        let text = |i: usize| crate::fsio::read_trim(&path(i));
+        Ok(match (self, v2) {
+            (KnobKind::CpusetCpus, _) => Knob::CpusetCpus(parse_list(&path(0), &text(0)?)?),
+            (KnobKind::CpusetMems, _) => Knob::CpusetMems(parse_list(&path(0), &text(0)?)?),
+            (KnobKind::CpuMax, false) => {
+                let period_us = parse_u64(&path(0), &text(0)?)?;
+                let q = text(1)?;
+                let quota_us = if q == "-1" {
+                    None
+                } else {
+                    Some(parse_u64(&path(1), &q)?)
+                };
+                Knob::CpuMax {
+                    quota_us,
+                    period_us,
+                }
+            }
+            (KnobKind::CpuMax, true) => {
+                let t = text(0)?;
+                let mut it = t.split_whitespace();
+                let q = it.next().unwrap_or("");
+                let quota_us = if q == "max" {
+                    None
+                } else {
+                    Some(parse_u64(&path(0), q)?)
+                };
+                let period_us = match it.next() {
+                    Some(p) => parse_u64(&path(0), p)?,
+                    None => {
+                        return Err(CgroupError::parse(path(0), t, "expected \"QUOTA PERIOD\""));
+                    }
+                };
+                Knob::CpuMax {
+                    quota_us,
+                    period_us,
+                }
+            }
+            (KnobKind::CpuIdle, _) => Knob::CpuIdle(parse_u64(&path(0), &text(0)?)? != 0),
+            (KnobKind::CpuWeight, false) => Knob::CpuShares(parse_u64(&path(0), &text(0)?)?),
+            (KnobKind::CpuWeight, true) => {
+                Knob::CpuWeight(parse_u64(&path(0), &text(0)?)?.min(u64::from(u32::MAX)) as u32)
+            }
+            (KnobKind::Frozen, false) => {
+                let t = text(0)?;
+                match t.as_str() {
+                    "THAWED" => Knob::Frozen(false),
+                    "FROZEN" | "FREEZING" => Knob::Frozen(true),
+                    _ => {
+                        return Err(CgroupError::parse(
+                            path(0),
+                            t,
+                            "expected THAWED, FREEZING or FROZEN",
+                        ));
+                    }
+                }
+            }
+            (KnobKind::Frozen, true) => Knob::Frozen(parse_u64(&path(0), &text(0)?)? != 0),
+            (KnobKind::MemoryMax, false) => {
+                let v = parse_u64(&path(0), &text(0)?)?;
+                // Unlimited reads as PAGE_COUNTER_MAX pages in bytes
+                // (9223372036854771712 with 4 KiB pages).
+                Knob::MemoryMax((v < V1_UNLIMITED_FROM).then_some(v))
+            }
+            (KnobKind::MemoryMax, true) => {
+                let t = text(0)?;
+                Knob::MemoryMax(if t == "max" {
+                    None
+                } else {
+                    Some(parse_u64(&path(0), &t)?)
+                })
+            }
+            (KnobKind::IoMax(device), false) => Knob::IoMax {
+                device,
+                read_bps: v1_device_value(&path(0), &text(0)?, device)?,
+                write_bps: v1_device_value(&path(1), &text(1)?, device)?,
+            },
+            (KnobKind::IoMax(device), true) => {
+                let (read_bps, write_bps) = v2_io_max(&path(0), &text(0)?, device)?;
+                Knob::IoMax {
+                    device,
+                    read_bps,
+                    write_bps,
+                }
+            }
+        })
+    }
+}
+
+/// v1 memory limits at or above this many bytes mean "unlimited".
+const V1_UNLIMITED_FROM: u64 = 1 << 62;
+
+fn parse_u64(path: &Path, t: &str) -> Result<u64> {
+    t.trim()
+        .parse()
+        .map_err(|_| CgroupError::parse(path, t, "expected an unsigned integer"))
+}
+
+fn parse_list(path: &Path, t: &str) -> Result<Vec<u32>> {
+    elfen_topo::parse_cpu_list(t).map_err(|e| CgroupError::parse(path, t, e.to_string()))
+}
+
+/// The value of `device` in a v1 `blkio.throttle.*_device` file
+/// (`MAJ:MIN VALUE` lines; absent = unlimited).
+fn v1_device_value(path: &Path, text: &str, device: Device) -> Result<Option<u64>> {
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(d), Some(v)) = (it.next(), it.next()) {
+            if d.parse::<Device>().ok() == Some(device) {
+                let v = parse_u64(path, v)?;
+                return Ok((v != 0).then_some(v));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// `rbps` and `wbps` of `device` in a v2 `io.max` file
+/// (`MAJ:MIN rbps=N wbps=max riops=max wiops=max` lines).
+fn v2_io_max(path: &Path, text: &str, device: Device) -> Result<(Option<u64>, Option<u64>)> {
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        if it.next().and_then(|d| d.parse::<Device>().ok()) != Some(device) {
+            continue;
+        }
+        let (mut r, mut w) = (None, None);
+        for kv in it {
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
+            let val = if v == "max" {
+                None
+            } else {
+                Some(parse_u64(path, v)?)
+            };
+            match k {
+                "rbps" => r = val,
+                "wbps" => w = val,
+                _ => {}
+            }
+        }
+        return Ok((r, w));
+    }
+    Ok((None, None))
+}
+
+/// Weight (v2 units) → shares (v1 units), the kernel's own conversion.
+pub fn weight_to_shares(weight: u32) -> u64 {
+    ((u64::from(weight) * 1024 + 50) / 100).clamp(2, 262_144)
+}
+
+/// Shares (v1 units) → weight (v2 units), the kernel's own conversion.
+pub fn shares_to_weight(shares: u64) -> u32 {
+    ((shares.saturating_mul(100) + 512) / 1024).clamp(1, 10_000) as u32
+}
+
+impl Knob {
+    /// Which knob this is.
+    pub fn kind(&self) -> KnobKind {
+        match self {
+            Knob::CpusetCpus(_) => KnobKind::CpusetCpus,
+            Knob::CpusetMems(_) => KnobKind::CpusetMems,
+            Knob::CpuMax { .. } => KnobKind::CpuMax,
+            Knob::CpuIdle(_) => KnobKind::CpuIdle,
+            Knob::CpuWeight(_) | Knob::CpuShares(_) => KnobKind::CpuWeight,
+            Knob::Frozen(_) => KnobKind::Frozen,
+            Knob::MemoryMax(_) => KnobKind::MemoryMax,
+            Knob::IoMax { device, .. } => KnobKind::IoMax(*device),
+        }
+    }
+
+    /// The controller whose hierarchy holds it.
+    pub fn controller(&self) -> Controller {
+        self.kind().controller()
+    }
+
+    /// Checks the value and converts it to the native form of a v1 (`v2 =
+    /// false`) or v2 file: weight ↔ shares, memory rounded down to pages.
+    /// `file` names the file in errors.
+    pub(crate) fn native(&self, v2: bool, file: &Path) -> Result<Knob> {
+        let bad = |reason: &str| CgroupError::invalid(file, self.to_string(), reason);
+        Ok(match *self {
+            Knob::CpuMax {
+                quota_us,
+                period_us,
+            } => {
+                if !(1_000..=1_000_000).contains(&period_us) {
+                    return Err(bad("the CFS period must be 1000..=1000000 µs"));
+                }
+                if quota_us.is_some_and(|q| q < 1_000) {
+                    return Err(bad("the CFS quota must be at least 1000 µs"));
+                }
+                self.clone()
+            }
+            Knob::CpuWeight(w) => {
+                if !(1..=10_000).contains(&w) {
+                    return Err(bad("cpu weight must be 1..=10000"));
+                }
+                if v2 {
+                    self.clone()
+                } else {
+                    Knob::CpuShares(weight_to_shares(w))
+                }
+            }
+            Knob::CpuShares(s) => {
+                if !(2..=262_144).contains(&s) {
+                    return Err(bad("cpu shares must be 2..=262144"));
+                }
+                if v2 {
+                    Knob::CpuWeight(shares_to_weight(s))
+                } else {
+                    self.clone()
+                }
+            }
+            Knob::MemoryMax(Some(b)) => {
+                let page = crate::fsio::page_size();
+                if b < page {
+                    return Err(bad("a memory limit below one page"));
+                }
+                Knob::MemoryMax(Some(b / page * page))
+            }
+            Knob::IoMax {
+                read_bps: Some(0), ..
+            }
+            | Knob::IoMax {
+                write_bps: Some(0), ..
+            } => return Err(bad("an I/O limit of 0 bytes/s (use None for unlimited)")),
+            _ => self.clone(),
+        })
+    }
+
+    /// The writes (file name, value) that change a group from `current` to
+    /// `self`, both native; files whose value stays are left out.
+    pub(crate) fn writes(&self, current: &Knob, v2: bool) -> Vec<(&'static str, String)> {
+        let files = self.kind().files(v2);
+        match (self, current, v2) {
+            (Knob::CpusetCpus(c), _, _) | (Knob::CpusetMems(c), _, _) => {
+                vec![(files[0], elfen_topo::format_cpu_list(c))]
+            }
+            (
+                Knob::CpuMax {
+                    quota_us,
+                    period_us,
+                },
+                Knob::CpuMax {
+                    quota_us: old_q,
+                    period_us: old_p,
+                },
+                false,
+            ) => {
+                let q = quota_us.map_or("-1".to_string(), |q| q.to_string());
+                let period = (period_us != old_p).then(|| (files[0], period_us.to_string()));
+                let quota = (quota_us != old_q).then(|| (files[1], q));
+                // Control law for v1 CFS writes: the kernel checks every
+                // single write against the hierarchy (a child's
+                // quota/period may not exceed its parent's). Writing first
+                // the file that lowers the ratio keeps each intermediate
+                // ratio ≤ max(old, new): a smaller (or newly limited) quota
+                // goes first, otherwise the period does.
+                let quota_first = match (quota_us, old_q) {
+                    (Some(n), Some(o)) => n < o,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                };
+                let mut out: Vec<_> = if quota_first {
+                    [quota, period].into_iter().flatten().collect()
+                } else {
+                    [period, quota].into_iter().flatten().collect()
+                };
+                if out.is_empty() {
+                    out.push((files[1], self.value_string(false)));
+                }
+                out
+            }
+            (
+                Knob::IoMax {
+                    device,
+                    read_bps,
+                    write_bps,
+                },
+                Knob::IoMax {
+                    read_bps: old_r,
+                    write_bps: old_w,
+                    ..
+                },
+                false,
+            ) => {
+                let v = |x: &Option<u64>| format!("{device} {}", x.unwrap_or(0));
+                let mut out = Vec::new();
+                if read_bps != old_r {
+                    out.push((files[0], v(read_bps)));
+                }
+                if write_bps != old_w {
+                    out.push((files[1], v(write_bps)));
+                }
+                out
+            }
+            _ => vec![(files[0], self.value_string(v2))],
+        }
+    }
+
+    /// The value as written to its (single) file in native form.
+    fn value_string(&self, v2: bool) -> String {
+        let opt = |x: Option<u64>, none: &str| x.map_or(none.to_string(), |v| v.to_string());
+        match (self, v2) {
+            (Knob::CpusetCpus(c), _) | (Knob::CpusetMems(c), _) => elfen_topo::format_cpu_list(c),
+            (
+                Knob::CpuMax {
+                    quota_us,
+                    period_us,
+                },
+                true,
+            ) => format!("{} {period_us}", opt(*quota_us, "max")),
+            (Knob::CpuMax { quota_us, .. }, false) => opt(*quota_us, "-1"),
+            (Knob::CpuIdle(b), _) => u8::from(*b).to_string(),
+            (Knob::CpuWeight(w), _) => w.to_string(),
+            (Knob::CpuShares(s), _) => s.to_string(),
+            (Knob::Frozen(b), false) => if *b { "FROZEN" } else { "THAWED" }.to_string(),
+            (Knob::Frozen(b), true) => u8::from(*b).to_string(),
+            (Knob::MemoryMax(m), false) => opt(*m, "-1"),
+            (Knob::MemoryMax(m), true) => opt(*m, "max"),
+            (
+                Knob::IoMax {
+                    device,
+                    read_bps,
+                    write_bps,
+                },
+                _,
+            ) => format!(
+                "{device} rbps={} wbps={}",
+                opt(*read_bps, "max"),
+                opt(*write_bps, "max")
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for Knob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let opt = |x: Option<u64>| x.map_or("max".to_string(), |v| v.to_string());
+        match self {
+            Knob::CpusetCpus(c) => write!(f, "cpus={}", elfen_topo::format_cpu_list(c)),
+            Knob::CpusetMems(c) => write!(f, "mems={}", elfen_topo::format_cpu_list(c)),
+            Knob::CpuMax {
+                quota_us,
+                period_us,
+            } => write!(f, "cpu.max={} {period_us}", opt(*quota_us)),
+            Knob::CpuIdle(b) => write!(f, "cpu.idle={}", u8::from(*b)),
+            Knob::CpuWeight(w) => write!(f, "cpu.weight={w}"),
+            Knob::CpuShares(s) => write!(f, "cpu.shares={s}"),
+            Knob::Frozen(b) => write!(f, "frozen={b}"),
+            Knob::MemoryMax(m) => write!(f, "memory.max={}", opt(*m)),
+            Knob::IoMax {
+                device,
+                read_bps,
+                write_bps,
+            } => write!(
+                f,
+                "io.max={device} rbps={} wbps={}",
+                opt(*read_bps),
+                opt(*write_bps)
+            ),
+        }
+    }
+}
+
+/// CPU and node lists serialise as the kernel's list syntax (`"0-3,8"`).
+mod cpulist_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u32], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&elfen_topo::format_cpu_list(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+        let s = String::deserialize(d)?;
+        elfen_topo::parse_cpu_list(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_conversion_matches_the_kernel() {
+        assert_eq!(weight_to_shares(100), 1024);
+        assert_eq!(shares_to_weight(1024), 100);
+        assert_eq!(weight_to_shares(1), 10);
+        assert_eq!(weight_to_shares(10_000), 102_400);
+        assert_eq!(shares_to_weight(2), 1);
+        assert_eq!(shares_to_weight(262_144), 10_000);
+        for w in [1, 7, 50, 100, 333, 10_000] {
+            assert_eq!(shares_to_weight(weight_to_shares(w)), w);
+        }
+    }
+
+    #[test]
+    fn cfs_writes_keep_the_ratio_bounded() {
+        let k = |q: Option<u64>, p| Knob::CpuMax {
+            quota_us: q,
+            period_us: p,
+        };
+        // Smaller quota: quota first.
+        let w = k(Some(10_000), 20_000).writes(&k(Some(50_000), 100_000), false);
+        assert_eq!(
+            w,
+            [
+                ("cpu.cfs_quota_us", "10000".to_string()),
+                ("cpu.cfs_period_us", "20000".to_string())
+            ]
+        );
+        // Unlimited: period first, then -1.
+        let w = k(None, 50_000).writes(&k(Some(50_000), 100_000), false);
+        assert_eq!(
+            w,
+            [
+                ("cpu.cfs_period_us", "50000".to_string()),
+                ("cpu.cfs_quota_us", "-1".to_string())
+            ]
+        );
+        // Only the changed file.
+        let w = k(Some(20_000), 100_000).writes(&k(None, 100_000), false);
+        assert_eq!(w, [("cpu.cfs_quota_us", "20000".to_string())]);
+        assert_eq!(
+            k(None, 100_000).writes(&k(Some(1_000), 100_000), true),
+            [("cpu.max", "max 100000".to_string())]
+        );
+    }
+
+    #[test]
+    fn knobs_serialise_readably() {
+        let k = Knob::CpusetCpus(vec![0, 1, 2, 5]);
+        assert_eq!(
+            serde_json::to_string(&k).unwrap(),
+            r#"{"cpuset_cpus":"0-2,5"}"#
+        );
+        let io = Knob::IoMax {
+            device: Device { major: 8, minor: 0 },
+            read_bps: Some(1 << 20),
+            write_bps: None,
+        };
+        let s = serde_json::to_string(&io).unwrap();
+        assert!(s.contains(r#""device":"8:0""#), "{s}");
+        assert_eq!(serde_json::from_str::<Knob>(&s).unwrap(), io);
+    }
+}
