@@ -1,7 +1,9 @@
-//! `elfen bench`, `elfen report` and the hidden batch-worker subcommand.
+//! `elfen bench`, `elfen report`, `elfen serve` and the hidden batch-worker
+//! subcommand.
 
-use crate::config::{self, Auto, BenchSpec, CONFIG_NAMES, ConfigKind, KERNEL_NAMES, KernelKind};
+use crate::lc::serve::ServeArgs;
 use crate::report;
+use crate::spec::{self, Auto, BenchSpec, Config, KernelKind, LcSignal, ServiceKind};
 use crate::sweep::{self, SweepOptions};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -13,12 +15,16 @@ use std::path::PathBuf;
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the co-location experiment: every configuration side by side over
-    /// a load sweep on the built-in LC service; print the table and write the
-    /// result JSON and a report (Markdown + PNG) under results/<timestamp>/.
+    /// a load sweep on an LC service (built in, or any server speaking the
+    /// LC wire protocol); print the tables and verdicts and write the result
+    /// JSON and a report (Markdown + PNG) under results/<timestamp>/.
     Bench(BenchArgs),
-    /// Regenerate tables and plots from result files alone (measured and
-    /// simulated), without re-running anything.
+    /// Regenerate tables, verdicts and plots from result files alone
+    /// (measured and simulated), without re-running anything.
     Report(ReportArgs),
+    /// Run the built-in pointer-chase LC service as a process of its own
+    /// (speaks docs/lc-protocol.md; `elfen bench --lc external` can drive it).
+    Serve(ServeArgs),
     /// (internal) The batch process `elfen bench` starts for each point.
     #[command(name = "bench-batch-worker", hide = true)]
     BenchBatchWorker {
@@ -37,7 +43,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write the result JSON here (default: results/<timestamp>/bench.json);
-    /// the report goes to the same directory.
+    /// the report goes to <its directory>/<its stem>-report/.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
     /// Configurations to compare, comma-separated, or `all`: lc_alone, naive,
@@ -45,6 +51,19 @@ pub struct BenchArgs {
     /// refresh_budget, dynamic_refresh (lc_alone, the baseline, always runs).
     #[arg(long, value_name = "LIST")]
     pub configs: Option<String>,
+    /// The LC service: `builtin` (in this process) or `external` (started
+    /// from --lc-command; it must speak docs/lc-protocol.md).
+    #[arg(long, value_name = "KIND")]
+    pub lc: Option<String>,
+    /// The external LC service's command line ({port} {page} {lane} {cpu}
+    /// {side_cpus} {lc_signal} are substituted), e.g.
+    /// "target/release/elfen serve --port {port} --cpu {cpu}".
+    #[arg(long, value_name = "COMMAND")]
+    pub lc_command: Option<String>,
+    /// Who publishes the request lane's state: `api` (the service, through
+    /// the LC API) or `none` (an unmodified service).
+    #[arg(long, value_name = "SIGNAL")]
+    pub lc_signal: Option<String>,
     /// Batch kernels, comma-separated, or `all`: loop, matrix, flush, stream
     /// (default: stream,matrix).
     #[arg(long, value_name = "LIST")]
@@ -81,7 +100,8 @@ pub struct BenchArgs {
     /// creating a private one; it must exist.
     #[arg(long, value_name = "NAME")]
     pub page: Option<String>,
-    /// Nap backend of the Elfen configurations: spin, futex or hybrid.
+    /// Nap backend of the Elfen configurations: spin, futex or hybrid (auto,
+    /// umwait, mwaitx where the machine has them).
     #[arg(long, value_name = "KIND")]
     pub nap: Option<String>,
     /// Seed of the request shuffles and arrival times.
@@ -111,8 +131,8 @@ pub struct ReportArgs {
     /// bench`, and simulated, from `elfen sim`).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Where to write report.md and the PNGs (default: the directory of the
-    /// first file).
+    /// Where to write report.md and the PNGs (default: <dir>/<stem>-report/
+    /// beside the first file, or <dir>/report/ for a directory).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -123,6 +143,7 @@ impl Command {
         match self {
             Command::Bench(a) => run_bench(a),
             Command::Report(a) => run_report(a),
+            Command::Serve(a) => crate::lc::serve::run(a),
             Command::BenchBatchWorker { args } => {
                 std::process::exit(crate::batch::worker_main(&args))
             }
@@ -138,13 +159,34 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
         None => BenchSpec::default(),
     };
     if let Some(s) = &a.configs {
-        spec.configs = config::parse_list(s, &ConfigKind::ALL, str::parse).context("--configs")?;
+        let harness: Vec<Config> = Config::ALL.into_iter().filter(|c| c.in_harness()).collect();
+        spec.configs = spec::parse_list(s, &harness, str::parse).context("--configs")?;
     }
     if let Some(s) = &a.kernels {
-        spec.kernels = config::parse_list(s, &KernelKind::ALL, str::parse).context("--kernels")?;
+        spec.kernels = spec::parse_list(s, &KernelKind::ALL, str::parse).context("--kernels")?;
     }
     if let Some(s) = &a.rps {
-        spec.rps = config::parse_rps(s)?;
+        spec.rps = spec::parse_rps(s)?;
+    }
+    if let Some(s) = &a.lc {
+        spec.lc.service = match s.trim() {
+            "builtin" => ServiceKind::Builtin,
+            "external" => ServiceKind::External,
+            other => bail!("--lc {other:?}: expected builtin or external"),
+        };
+    }
+    if let Some(s) = &a.lc_command {
+        spec.lc.command = Some(s.clone());
+        if a.lc.is_none() {
+            spec.lc.service = ServiceKind::External;
+        }
+    }
+    if let Some(s) = &a.lc_signal {
+        spec.lc.signal = match s.trim() {
+            "api" => LcSignal::Api,
+            "none" => LcSignal::None,
+            other => bail!("--lc-signal {other:?}: expected api or none"),
+        };
     }
     if let Some(v) = a.duration {
         spec.duration_s = v;
@@ -171,7 +213,7 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
         spec.page = Some(s.clone());
     }
     if let Some(s) = &a.nap {
-        spec.batch.nap = s.parse()?;
+        spec.batch.nap = s.parse().context("--nap")?;
     }
     if let Some(v) = a.seed {
         spec.seed = v;
@@ -184,47 +226,23 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
     Ok(spec)
 }
 
-/// `YYYYmmdd-HHMMSS` (UTC) for `unix_s`.
-pub fn timestamp(unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
-    let secs = unix_s % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
 fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
     if a.list {
-        println!("configurations ({CONFIG_NAMES}):");
-        for c in ConfigKind::ALL {
+        println!("configurations ({}):", spec::harness_config_names());
+        for c in Config::ALL.into_iter().filter(|c| c.in_harness()) {
             println!("  {:<16} {}", c.name(), c.definition());
         }
-        println!("kernels: {KERNEL_NAMES}");
+        println!("kernels: {}", spec::KERNEL_NAMES);
         return Ok(());
     }
     let spec = build_spec(&a)?;
-    let stop = crate::interrupt::install();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let stop = elfen_cmd::interrupt::install();
     let json_path = match &a.json {
         Some(p) => p.clone(),
-        None => spec.out_dir.join(timestamp(now)).join("bench.json"),
+        None => spec
+            .out_dir
+            .join(elfen_cmd::time::utc_stamp(elfen_cmd::time::now_unix_s()))
+            .join("bench.json"),
     };
     let worker_exe = match &a.worker_exe {
         Some(p) => p.clone(),
@@ -241,24 +259,10 @@ fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
         },
         stop,
     )?;
-    println!("{}", report::terminal_table(&out.result));
-    let figs = report::figures_text(&out.result);
-    if !figs.is_empty() {
-        println!("The issue's figures:\n{figs}");
-    }
-    for n in &out.notes {
-        println!("note: {n}");
-    }
-    if let Some(w) = report::wall_breakdown(&out.result) {
-        println!("{w}");
-    }
-    let dir = out
-        .json_path
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
+    println!("{}", report::terminal_report(&out.result));
     println!("results: {}", out.json_path.display());
     if !a.no_report {
+        let dir = report::report_dir_for(&out.json_path);
         let inputs = vec![report::Input {
             path: out.json_path.clone(),
             file: out.result.clone(),
@@ -271,7 +275,7 @@ fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
     }
     if out.interrupted {
         bail!(
-            "interrupted: kept the {} finished points in {}",
+            "interrupted: kept the {} points measured so far in {}",
             out.result.points.len(),
             out.json_path.display()
         );
@@ -283,21 +287,12 @@ fn run_report(a: ReportArgs) -> anyhow::Result<()> {
     let inputs = report::load_inputs(&a.files)?;
     let out = match &a.out {
         Some(d) => d.clone(),
-        None => {
-            let p = &a.files[0];
-            if p.is_dir() {
-                p.clone()
-            } else {
-                p.parent()
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| PathBuf::from("."))
-            }
-        }
+        None if a.files[0].is_dir() => a.files[0].join("report"),
+        None => report::report_dir_for(&a.files[0]),
     };
     for i in &inputs {
         println!("== {}", i.path.display());
-        println!("{}", report::terminal_table(&i.file));
+        println!("{}", report::terminal_report(&i.file));
     }
     let (md, notes) = report::write_report(&inputs, &out)?;
     for n in notes {
@@ -310,13 +305,6 @@ fn run_report(a: ReportArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(timestamp(0), "19700101-000000");
-        assert_eq!(timestamp(1_700_000_000), "20231114-221320");
-        assert_eq!(timestamp(951_782_400), "20000229-000000");
-    }
 
     #[test]
     fn bad_input_fails_before_any_load() {
@@ -343,6 +331,14 @@ mod tests {
         assert!(e.contains("doze"), "{e}");
         let e = bad(&|a| a.config = Some(PathBuf::from("/nonexistent/x.toml")));
         assert!(e.contains("/nonexistent/x.toml"), "{e}");
+        let e = bad(&|a| a.configs = Some("blind_isolation".into()));
+        assert!(e.contains("blind_isolation"), "{e}");
+        let e = bad(&|a| a.lc = Some("lucene3".into()));
+        assert!(e.contains("lucene3") && e.contains("external"), "{e}");
+        let e = bad(&|a| a.lc = Some("external".into()));
+        assert!(e.contains("lc.command"), "{e}");
+        let e = bad(&|a| a.lc_signal = Some("bpff".into()));
+        assert!(e.contains("bpff"), "{e}");
         let ok = build_spec(&BenchArgs {
             configs: Some("borrow_idle".into()),
             rps: Some("100,200".into()),
@@ -350,10 +346,7 @@ mod tests {
             ..BenchArgs::default()
         })
         .unwrap();
-        assert_eq!(
-            ok.configs,
-            vec![ConfigKind::LcAlone, ConfigKind::BorrowIdle]
-        );
+        assert_eq!(ok.configs, vec![Config::LcAlone, Config::BorrowIdle]);
         assert_eq!(ok.slo_p99_ms, Auto::Value(2.5));
     }
 }

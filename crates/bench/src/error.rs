@@ -7,14 +7,6 @@ pub enum BenchError {
     /// A configuration value is invalid.
     #[error("{0}")]
     Config(String),
-    /// An unknown configuration name.
-    #[error("unknown configuration {given:?}: expected one of {valid}")]
-    UnknownConfig {
-        /// What was given.
-        given: String,
-        /// The valid names.
-        valid: &'static str,
-    },
     /// A value that does not parse.
     #[error("{what}: cannot parse {given:?}: expected {expected}")]
     Parse {
@@ -44,15 +36,8 @@ pub enum BenchError {
         source: std::io::Error,
     },
     /// A cgroup could not be created, written or removed.
-    #[error("cgroup {path}: {what}: {source}")]
-    Cgroup {
-        /// The cgroup file or directory.
-        path: String,
-        /// What was being done.
-        what: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
+    #[error("cgroup {0}")]
+    Cgroup(#[from] elfen_cgroup::CgroupError),
     /// The signal page could not be created or attached.
     #[error("signal page: {0}")]
     Page(#[from] elfen_shm::ShmError),

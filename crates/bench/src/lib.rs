@@ -2,41 +2,33 @@
 //!
 //! Answers "how much utilization does elfen recover, and what does it cost
 //! my p99?" with one command (`elfen bench`), on the machine at hand,
-//! against honest baselines, and prints a side-by-side table and a report.
+//! against honest baselines, for any LC service that speaks the LC wire
+//! protocol, and prints side-by-side tables, verdicts and a report.
+//! Record, study and format are apart: the sweep records result files,
+//! `elfen_results::study` answers questions of them, [`report`] formats.
 //!
 //! | piece | module |
 //! |---|---|
-//! | what runs: spec, configurations, kernels (TOML, defaults, unknown keys refused) | [`config`] |
-//! | the request set (Lucene term frequencies or parametric demand) | [`demand`] |
-//! | the LC work: an LLC-resident pointer chase, calibrated | [`chase`] |
-//! | the LC service: TCP, dispatcher, FIFO queue, pinned worker publishing through `LcLane` | [`service`] |
-//! | open-loop Poisson load, latency from intended send times, HdrHistogram | [`loadgen`], [`client`] |
-//! | batch work in a child process (SCHED_IDLE, pinned / cgroup / Elfen checks) | [`batch`] |
-//! | cgroup executor (`elfen-*` cgroups, v1 or v2, root configurable) | [`cgroup`] |
-//! | the sweep: every configuration at every load, saved after every point | [`sweep`] |
-//! | tables, the issue's figures, `report.md` and PNG plots from JSON alone | [`report`], [`plot`] |
-//! | Ctrl-C | [`interrupt`] |
-//! | the `elfen bench` / `elfen report` subcommands | [`cli`] |
+//! | what runs: the spec (TOML, defaults, unknown keys refused) | [`spec`] |
+//! | LC services behind one trait: built-in chase, external command, `elfen serve`; the wire protocol; request sets | [`lc`] |
+//! | open-loop Poisson load from intended send times, HdrHistogram; one invocation over the wire | [`load`] |
+//! | batch work behind one trait: kernel child processes and their worker | [`batch`] |
+//! //! | the sweep: pre-flight, calibration, SLO, interleaved rounds, records | [`sweep`] |
+//! | tables, verdicts, targets, `report.md` and PNG plots from result files alone | [`report`] |
+//! | the `elfen bench` / `elfen report` / `elfen serve` subcommands | [`cli`] |
 //!
-//! See `docs/harness.md` for the definitions of every configuration and
-//! metric.
+//! `crates/bench/README.md` maps every file; `docs/harness.md` defines
+//! every configuration and metric.
 #![deny(missing_docs)]
 
 pub mod batch;
-pub mod cgroup;
-pub mod chase;
 pub mod cli;
-pub mod client;
-pub mod config;
-pub mod demand;
 pub mod error;
-pub mod interrupt;
-pub mod loadgen;
-pub mod plot;
+pub mod lc;
+pub mod load;
 pub mod report;
-pub mod service;
+pub mod spec;
 pub mod sweep;
-pub mod sys;
 
-pub use config::{BenchSpec, ConfigKind, KernelKind};
 pub use error::BenchError;
+pub use spec::{BenchSpec, Config, KernelKind};

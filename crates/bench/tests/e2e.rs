@@ -1,104 +1,133 @@
-//! End-to-end smoke test: a tiny sweep (LC alone + borrow idle with Stream,
-//! one load, half a second per point) through the same code path as
-//! `elfen bench` (`elfen_bench::cli::Command::run`), then the result JSON
-//! and the report must exist; and the bad inputs that are only detectable
-//! at run time (a port in use, a missing signal page) must fail before any
-//! load is sent; and an interrupted sweep keeps its finished invocations.
+//! End-to-end tests of `elfen bench` through the same code path as the
+//! command (`elfen_bench::cli::Command::run` / `sweep::run`):
 //!
-//! `harness = false`: this binary is also the batch worker executable — the
-//! sweep starts `<this test binary> bench-batch-worker …` as its child, just
-//! as the `elfen` binary starts `elfen bench-batch-worker …`.
+//! - every configuration runs, its batch makes progress and every Elfen
+//!   configuration naps; the result file, the verdicts and the report exist;
+//! - the built-in service run as an external process (`serve`) gives a file
+//!   of the same shape;
+//! - bad input only detectable at run time fails before any load (a port in
+//!   use, a missing signal page, an external service that cannot start or
+//!   never listens — nothing left running);
+//! - a service that closes connections mid-run: errors counted, the run
+//!   goes on and says so;
+//! - an interrupted sweep keeps its finished rounds;
+//! - the budget policies see the queue length the built-in service
+//!   publishes (Figure 9's `queue_len`), through the service, not only
+//!   through the runtime's own test.
+//!
+//! `harness = false`: this binary is also the batch worker executable and
+//! the external services — the sweep starts `<this binary>
+//! bench-batch-worker …` as its child, just as the `elfen` binary does.
 
+mod e2e_support;
+
+use e2e_support::*;
 use elfen_bench::cli::{BenchArgs, Command};
-use std::path::PathBuf;
+use elfen_results::{Config, ResultFile, study};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(elfen_bench::batch::WORKER_SUBCOMMAND) {
-        std::process::exit(elfen_bench::batch::worker_main(&args[2..]));
+    if let Some(code) = dispatch_child(&args) {
+        std::process::exit(code);
     }
     let t0 = std::time::Instant::now();
-    bad_runtime_input_fails_before_any_load();
-    println!("test bad_runtime_input_fails_before_any_load ... ok");
-    tiny_sweep_writes_results_and_report();
-    println!("test tiny_sweep_writes_results_and_report ... ok");
-    an_interrupted_sweep_keeps_finished_rounds();
-    println!("test an_interrupted_sweep_keeps_finished_rounds ... ok");
+    let tests: [(&str, fn()); 6] = [
+        (
+            "bad_runtime_input_fails_before_any_load",
+            bad_runtime_input_fails_before_any_load,
+        ),
+        (
+            "every_configuration_runs_and_is_judged",
+            every_configuration_runs_and_is_judged,
+        ),
+        (
+            "the_builtin_service_runs_as_an_external_process",
+            the_builtin_service_runs_as_an_external_process,
+        ),
+        (
+            "a_service_closing_connections_counts_errors",
+            a_service_closing_connections_counts_errors,
+        ),
+        (
+            "an_interrupted_sweep_keeps_finished_rounds",
+            an_interrupted_sweep_keeps_finished_rounds,
+        ),
+        (
+            "budget_policies_see_the_published_queue",
+            budget_policies_see_the_published_queue,
+        ),
+    ];
+    let only = std::env::args().nth(1);
+    let mut ran = 0;
+    for (name, f) in tests {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        f();
+        ran += 1;
+        println!("test {name} ... ok");
+    }
+    assert!(no_page_left(), "a signal page was left in /dev/shm");
     println!(
-        "test result: ok. 3 passed; finished in {:.2}s",
+        "test result: ok. {ran} passed; finished in {:.2}s",
         t0.elapsed().as_secs_f64()
     );
 }
 
-fn tiny_config(dir: &std::path::Path) -> PathBuf {
-    let cfg = dir.join("tiny.toml");
-    std::fs::write(
-        &cfg,
-        r#"
-warmup_s = 0.05
-duration_s = 0.4
-reps = 1
-drain_s = 1.0
-[demand]
-kind = "exponential"
-mean_us = 100.0
-set_size = 50
-[service]
-working_set_kib = 1024
-calibrate_ms = 20
-[batch]
-alone_s = 0.2
-settle_ms = 20
-stream_mib = 8
-"#,
-    )
-    .unwrap();
-    cfg
-}
-
-fn args(dir: &std::path::Path) -> BenchArgs {
-    BenchArgs {
-        config: Some(tiny_config(dir)),
-        json: Some(dir.join("out/bench.json")),
-        configs: Some("borrow_idle".into()),
-        kernels: Some("stream".into()),
-        rps: Some("300".into()),
-        quiet: true,
-        worker_exe: Some(std::env::current_exe().unwrap()),
-        ..BenchArgs::default()
-    }
-}
-
-fn tiny_sweep_writes_results_and_report() {
+fn every_configuration_runs_and_is_judged() {
     let dir = tempfile::tempdir().unwrap();
-    Command::Bench(args(dir.path())).run().unwrap();
+    let mut a = args(dir.path());
+    a.configs = Some("all".into());
+    Command::Bench(a).run().unwrap();
     let json = dir.path().join("out/bench.json");
-    let f = elfen_results::ResultFile::load(&json).unwrap();
-    let configs: Vec<&str> = f.points.iter().map(|p| p.config.as_str()).collect();
-    assert_eq!(configs, ["lc_alone", "borrow_idle"]);
-    assert!(f.distributions.contains_key("demand"));
+    let f = ResultFile::load(&json).unwrap();
+    let run = f.run.as_ref().unwrap();
+    let ran: Vec<Config> = study::configs(&f);
+    for c in Config::ALL.into_iter().filter(|c| c.in_harness()) {
+        if let Some(s) = run.skipped.iter().find(|s| s.config == c) {
+            println!("  {c}: skipped here ({})", s.reason);
+            assert!(!is_root(), "{c} skipped although root: {}", s.reason);
+            continue;
+        }
+        assert!(ran.contains(&c), "{c} did not run: {ran:?}");
+    }
     for p in &f.points {
         assert_eq!(p.reps.len(), 1);
-        assert!(p.reps[0].requests > 0, "{}: no requests measured", p.config);
-        assert_eq!(p.reps[0].extra.get("round"), Some(&1.0));
-        assert!(p.distributions.contains_key("idle_periods"));
+        let r = &p.reps[0];
+        assert!(r.requests > 0, "{}: no requests measured", p.config);
+        assert_eq!(r.round, Some(1));
+        let m = r.measured.as_ref().unwrap();
+        assert!(m.window_s > 0.0 && m.sent > 0);
+        if p.config.has_batch() {
+            let units = r.batch_units_per_s.unwrap_or(0.0);
+            assert!(units > 0.0, "{}: the batch made no progress", p.config);
+            assert!(r.batch_progress.unwrap_or(0.0) > 0.0, "{}", p.config);
+        }
+        if p.config.policy().is_some() {
+            assert!(
+                r.naps_per_s.unwrap_or(0.0) > 0.0,
+                "{}: an Elfen configuration never napped",
+                p.config
+            );
+        }
     }
-    let bi = &f.points[1];
-    assert_eq!(bi.batch.as_deref(), Some("stream"));
-    assert!(bi.reps[0].batch_units_per_s.is_some());
-    assert!(bi.reps[0].naps_per_s.is_some());
-    assert!(f.spec.pointer("/resolved/slo_p99_us").is_some());
-    assert!(elfen_bench::report::common_random_numbers(&f));
-    assert!(
-        f.spec
-            .pointer("/resolved/wall_breakdown_s/points")
-            .is_some()
-    );
-    // same round, same seed: both configurations sent the same requests
-    assert_eq!(f.points[0].reps[0].extra["sent"], bi.reps[0].extra["sent"]);
-    let md = dir.path().join("out/report.md");
+    // every configuration sent the same requests in round 1 (common random numbers)
+    let sent: Vec<u64> = f
+        .points
+        .iter()
+        .map(|p| p.reps[0].measured.as_ref().unwrap().sent)
+        .collect();
+    assert!(sent.windows(2).all(|w| w[0] == w[1]), "{sent:?}");
+    assert!(f.demand.is_some());
+    assert!(run.wall.is_some() && run.slo.p99_us.is_some());
+    assert!(run.common_random_numbers);
+    // a verdict for every series with batch work
+    let prot = study::protection(&f, 0.1, None);
+    assert!(!prot.is_empty());
+    // the report goes beside the result file, named after it
+    let md = dir.path().join("out/bench-report/report.md");
     let text = std::fs::read_to_string(&md).unwrap();
-    assert!(text.contains("borrow_idle"));
+    assert!(text.contains("borrow_idle") && text.contains("### Verdicts"));
     // the report regenerates from the JSON alone
     Command::Report(elfen_bench::cli::ReportArgs {
         files: vec![json],
@@ -107,9 +136,49 @@ fn tiny_sweep_writes_results_and_report() {
     .run()
     .unwrap();
     assert!(dir.path().join("again/report.md").is_file());
-    // no page left behind
-    let pid = std::process::id();
-    assert!(!std::path::Path::new(&format!("/dev/shm/elfen-bench-{pid}")).exists());
+}
+
+fn the_builtin_service_runs_as_an_external_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = args(dir.path());
+    a.lc_command = Some(format!(
+        "{} serve --port {{port}} --cpu {{cpu}} --side-cpus {{side_cpus}} --page {{page}} \
+         --lane {{lane}} --signal {{lc_signal}} --working-set-kib 1024 --calibrate-ms 20",
+        exe()
+    ));
+    Command::Bench(a).run().unwrap();
+    let f = ResultFile::load(&dir.path().join("out/bench.json")).unwrap();
+    let run = f.run.as_ref().unwrap();
+    assert!(
+        run.lc.service.starts_with("external:"),
+        "{}",
+        run.lc.service
+    );
+    for p in &f.points {
+        let r = &p.reps[0];
+        assert!(r.requests > 0 && r.errors == 0, "{}: {r:?}", p.config);
+        // the LC's busy time comes from the page the external service publishes on
+        assert!(r.utilization.lc > 0.0, "{}: no LC utilization", p.config);
+        assert!(r.measured.as_ref().unwrap().breakdown.is_some());
+    }
+    assert!(
+        served_children_gone(),
+        "the external service was left running"
+    );
+}
+
+fn a_service_closing_connections_counts_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = args(dir.path());
+    a.configs = Some("lc_alone".into());
+    a.lc_signal = Some("none".into());
+    a.lc_command = Some(format!("{} flaky-serve --port {{port}} --answer 20", exe()));
+    Command::Bench(a).run().unwrap();
+    let f = ResultFile::load(&dir.path().join("out/bench.json")).unwrap();
+    let r = &f.points[0].reps[0];
+    assert!(r.errors > 0, "{r:?}");
+    assert_eq!(r.measured.as_ref().unwrap().connections_closed, 1);
+    assert!(f.points[0].summary.errors > 0);
 }
 
 fn bad_runtime_input_fails_before_any_load() {
@@ -127,6 +196,36 @@ fn bad_runtime_input_fails_before_any_load() {
         e.contains("no-such-page") && e.contains("does not exist"),
         "{e}"
     );
+    // an external service that cannot start: the command is named
+    let mut a = args(dir.path());
+    a.lc_command = Some("/nonexistent/lc-server --port {port}".into());
+    let e = format!("{:#}", Command::Bench(a).run().unwrap_err());
+    assert!(e.contains("/nonexistent/lc-server"), "{e}");
+    // one that exits at once: its stderr tail is shown
+    let mut a = args(dir.path());
+    a.lc_command = Some(format!("{} failing-serve", exe()));
+    let e = format!("{:#}", Command::Bench(a).run().unwrap_err());
+    assert!(
+        e.contains("exited") && e.contains("index is corrupt"),
+        "{e}"
+    );
+    // one that never listens: stopped after the start-up timeout
+    let cfg = dir.path().join("short.toml");
+    std::fs::write(
+        &cfg,
+        std::fs::read_to_string(tiny_config(dir.path())).unwrap()
+            + "\n[lc]\nstartup_timeout_s = 1.0\n",
+    )
+    .unwrap();
+    let mut a = args(dir.path());
+    a.config = Some(cfg);
+    a.lc_command = Some(format!("{} silent-serve", exe()));
+    let e = format!("{:#}", Command::Bench(a).run().unwrap_err());
+    assert!(
+        e.contains("did not answer a ping") && e.contains("silent-serve"),
+        "{e}"
+    );
+    assert!(served_children_gone(), "a failed service was left running");
     assert!(!dir.path().join("out/bench.json").exists(), "nothing ran");
 }
 
@@ -147,7 +246,7 @@ fn an_interrupted_sweep_keeps_finished_rounds() {
             // stop as soon as the first round is saved
             let t0 = std::time::Instant::now();
             while t0.elapsed().as_secs() < 60 {
-                let saved = elfen_results::ResultFile::load(&json)
+                let saved = ResultFile::load(&json)
                     .map(|f| f.points.len() == 2)
                     .unwrap_or(false);
                 if saved {
@@ -170,17 +269,17 @@ fn an_interrupted_sweep_keeps_finished_rounds() {
     })
     .unwrap();
     assert!(out.interrupted);
-    let f = elfen_results::ResultFile::load(&json).unwrap();
-    assert_eq!(f.spec.pointer("/resolved/interrupted"), Some(&true.into()));
-    let configs: Vec<&str> = f.points.iter().map(|p| p.config.as_str()).collect();
-    assert_eq!(configs, ["lc_alone", "borrow_idle"]);
+    let f = ResultFile::load(&json).unwrap();
+    assert!(f.run.as_ref().unwrap().interrupted);
+    let configs: Vec<Config> = f.points.iter().map(|p| p.config).collect();
+    assert_eq!(configs, [Config::LcAlone, Config::BorrowIdle]);
     for p in &f.points {
         let n = p.reps.len();
         assert!((1..3).contains(&n), "{}: {n} reps", p.config);
         for (i, r) in p.reps.iter().enumerate() {
-            assert_eq!(r.extra.get("round"), Some(&((i + 1) as f64)));
+            assert_eq!(r.round, Some(i as u32 + 1));
         }
-        assert!(p.summary.latency_us["p99"].median > 0.0);
+        assert!(p.summary.latency_us.p99.median > 0.0);
     }
     assert_eq!(
         f.points[1].reps.len(),
@@ -188,3 +287,10 @@ fn an_interrupted_sweep_keeps_finished_rounds() {
         "round 2 of borrow idle never ran"
     );
 }
+
+fn budget_policies_see_the_published_queue() {
+    queue::budget_is_spent_once_per_burst();
+}
+
+#[allow(dead_code)]
+fn unused(_: BenchArgs) {}

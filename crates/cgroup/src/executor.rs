@@ -405,8 +405,8 @@ impl Executor {
                     let Some(rest) = name.strip_prefix(prefix) else {
                         return false;
                     };
-                    let pid = rest.split('-').next().and_then(|s| s.parse::<i32>().ok());
-                    pid.is_some_and(|p| !fsio::pid_alive(p))
+                    let pid = rest.split('-').next().and_then(|s| s.parse::<u32>().ok());
+                    pid.is_some_and(|p| !elfen_shm::pid_alive(p))
                 })
                 .map(|e| e.path())
                 .collect();

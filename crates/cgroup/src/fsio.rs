@@ -105,16 +105,6 @@ pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Whether process `pid` exists.
-pub fn pid_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks existence and permission.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// The system page size (memory limits are kept in whole pages).
 pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.

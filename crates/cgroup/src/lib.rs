@@ -57,7 +57,6 @@ pub use apply::{ApplyReport, FileWrite};
 pub use error::{CgroupError, Result};
 pub use executor::Executor;
 pub use freezer::{FreezeOutcome, FreezerState};
-pub use fsio::pid_alive;
 pub use group::{Group, GroupPath};
 pub use knob::{Device, Knob, KnobKind, shares_to_weight, weight_to_shares};
 pub use layout::{

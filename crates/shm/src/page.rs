@@ -74,8 +74,12 @@ pub struct Identity {
 pub struct PageSpec {
     /// The lanes, in page order (lane index = position).
     pub lanes: Vec<LaneSpec>,
-    /// `None`: this process, now, a random instance, the detected clock.
+    /// `None`: this process, now, a random instance, [`PageSpec::clock`].
     pub identity: Option<Identity>,
+    /// The clock of a page without a fixed identity; `None`: the detected
+    /// one (TSC where invariant). Pages that writers without a TSC reader
+    /// attach to (Java) need [`Clock::MONOTONIC`].
+    pub clock: Option<Clock>,
     /// Mode of the page file (default 0644: LC and controller write, all read).
     pub page_mode: u32,
     /// Mode of the batch file (default 0666: any local batch user writes its line).
@@ -120,6 +124,7 @@ impl PageSpec {
         PageSpec {
             lanes,
             identity: None,
+            clock: None,
             page_mode: 0o644,
             batch_mode: 0o666,
             batch_gid: None,
@@ -578,7 +583,7 @@ impl Page {
         let bpath = batch_path(&path);
         let lanes = spec.lanes.len() as u32;
         let id = spec.identity.unwrap_or_else(|| Identity {
-            clock: Clock::detect(),
+            clock: spec.clock.unwrap_or_else(Clock::detect),
             instance: random_instance(),
             creator_pid: std::process::id(),
             created_unix_s: std::time::SystemTime::now()

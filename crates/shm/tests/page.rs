@@ -538,3 +538,23 @@ fn golden_vectors_read_through_the_api() {
         }
     }
 }
+
+#[test]
+fn a_page_can_be_created_with_the_monotonic_clock() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("mono");
+    let spec = PageSpec {
+        clock: Some(elfen_shm::Clock::MONOTONIC),
+        ..two_lanes()
+    };
+    let page = Page::create(&p, &spec).unwrap();
+    assert_eq!(page.clock(), elfen_shm::Clock::MONOTONIC);
+    let seen = Page::attach(&p, Access::Observer).unwrap();
+    assert_eq!(seen.clock(), elfen_shm::Clock::MONOTONIC);
+    assert_eq!(
+        seen.header()
+            .clock
+            .load(std::sync::atomic::Ordering::Relaxed),
+        elfen_shm::clock_kind::MONOTONIC_NS
+    );
+}

@@ -5,8 +5,9 @@
 //! Log axes are drawn by plotting `log10` of the values with labels
 //! formatted back.
 
-use crate::report::{Input, ORDER, configs, kernels, loads, point, slo_us};
-use elfen_results::{Distribution, Source};
+use crate::report::Input;
+use elfen_results::study::{self, SeriesKey};
+use elfen_results::{Config, Distribution, Point, Source};
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -250,59 +251,54 @@ fn tag(i: &Input, many: bool) -> String {
 fn series_for(
     inputs: &[Input],
     kernel: Option<&str>,
-    metric: &dyn Fn(&elfen_results::Point) -> Option<f64>,
+    metric: &dyn Fn(&Point) -> Option<f64>,
     with_lc_alone: bool,
 ) -> Vec<Series> {
-    let many = inputs
-        .iter()
-        .filter(|i| i.file.source == Source::Measured)
-        .count()
-        > 1
-        || inputs
-            .iter()
-            .filter(|i| i.file.source == Source::Simulated)
-            .count()
-            > 1;
-    let mut out = Vec::new();
+    let count = |src: Source| inputs.iter().filter(|i| i.file.source == src).count();
+    let many = count(Source::Measured) > 1 || count(Source::Simulated) > 1;
+    let mut out: Vec<(SeriesKey, Series)> = Vec::new();
     for i in inputs {
         let f = &i.file;
-        for c in configs(f) {
-            if c == "lc_alone" && !with_lc_alone {
+        for key in study::series_keys(f) {
+            let wanted = if key.config == Config::LcAlone {
+                with_lc_alone
+            } else {
+                kernel.is_some() && key.batch.as_deref() == kernel
+            };
+            if !wanted {
                 continue;
             }
-            let k = if c == "lc_alone" { None } else { kernel };
-            if c != "lc_alone" && kernel.is_none() {
-                continue;
-            }
-            let points: Vec<(f64, f64)> = loads(f)
+            let points: Vec<(f64, f64)> = study::series(f, &key)
                 .into_iter()
-                .filter_map(|r| point(f, &c, k, r).and_then(metric).map(|v| (r, v)))
+                .filter_map(|p| metric(p).map(|v| (p.rps_target, v)))
                 .collect();
             if points.is_empty() {
                 continue;
             }
-            out.push(Series {
-                label: format!("{c}{}", tag(i, many)),
-                color: color_of(&c),
-                dashed: f.source == Source::Simulated,
-                points,
-            });
+            let name = key
+                .label
+                .clone()
+                .unwrap_or_else(|| key.config.name().to_string());
+            out.push((
+                key.clone(),
+                Series {
+                    label: format!("{name}{}", tag(i, many)),
+                    color: color_of(key.config.name()),
+                    dashed: f.source == Source::Simulated,
+                    points,
+                },
+            ));
         }
     }
-    out.sort_by_key(|s| {
-        let c = s.label.split([' ', '[']).next().unwrap_or("").to_string();
-        ORDER.iter().position(|o| *o == c).unwrap_or(ORDER.len())
-    });
-    out
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter().map(|(_, s)| s).collect()
 }
 
-fn med(p: &elfen_results::Point, lat: bool, key: &str) -> Option<f64> {
-    let m = if lat {
-        p.summary.latency_us.get(key)
-    } else {
-        p.summary.utilization.get(key)
-    };
-    m.map(|s| s.median).filter(|v| v.is_finite())
+/// A number read off a point.
+type Metric = fn(&Point) -> f64;
+
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
 }
 
 /// Draws every plot into `out_dir`; returns `(title, file name)` pairs.
@@ -316,10 +312,7 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
         .map(|i| &i.file);
 
     // Figure 1: demand.
-    if let Some(d) = inputs
-        .iter()
-        .find_map(|i| i.file.distributions.get("demand"))
-    {
+    if let Some(d) = inputs.iter().find_map(|i| i.file.demand.as_ref()) {
         let name = "demand.png";
         demand_plot(&out_dir.join(name), d)?;
         out.push((
@@ -340,14 +333,16 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
         for i in inputs {
             let f = &i.file;
             let sim = f.source == Source::Simulated;
-            for key in ["p50", "p95", "p99"] {
-                let pts: Vec<(f64, f64)> = loads(f)
-                    .into_iter()
-                    .filter_map(|r| {
-                        point(f, "lc_alone", None, r)
-                            .and_then(|p| med(p, true, key))
-                            .map(|v| (r, v / 1e3))
-                    })
+            let alone = study::config_series(f, Config::LcAlone, None);
+            let pick: [(&str, Metric); 3] = [
+                ("p50", |p| p.summary.latency_us.p50.median),
+                ("p95", |p| p.summary.latency_us.p95.median),
+                ("p99", |p| p.summary.latency_us.p99.median),
+            ];
+            for (key, get) in pick {
+                let pts: Vec<(f64, f64)> = alone
+                    .iter()
+                    .filter_map(|p| finite(get(p)).map(|v| (p.rps_target, v / 1e3)))
                     .collect();
                 if !pts.is_empty() {
                     lat.push(Series {
@@ -358,13 +353,9 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
                     });
                 }
             }
-            let pts: Vec<(f64, f64)> = loads(f)
-                .into_iter()
-                .filter_map(|r| {
-                    point(f, "lc_alone", None, r)
-                        .and_then(|p| med(p, false, "lc"))
-                        .map(|v| (r, v))
-                })
+            let pts: Vec<(f64, f64)> = alone
+                .iter()
+                .filter_map(|p| finite(p.summary.utilization.lc.median).map(|v| (p.rps_target, v)))
                 .collect();
             if !pts.is_empty() {
                 util.push(Series {
@@ -375,7 +366,9 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
                 });
             }
         }
-        let slo = first.and_then(slo_us).map(|v| (v / 1e3, "SLO".to_string()));
+        let slo = first
+            .and_then(study::slo_us)
+            .map(|v| (v / 1e3, "SLO".to_string()));
         draw_lines(
             &top,
             &Axes {
@@ -410,18 +403,20 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
     // Figures 10/11 and 12, per kernel.
     let mut ks: Vec<String> = Vec::new();
     for i in inputs {
-        for k in kernels(&i.file) {
+        for k in study::batches(&i.file) {
             if !ks.contains(&k) {
                 ks.push(k);
             }
         }
     }
     for k in &ks {
-        let slo = first.and_then(slo_us).map(|v| (v / 1e3, "SLO".to_string()));
+        let slo = first
+            .and_then(study::slo_us)
+            .map(|v| (v / 1e3, "SLO".to_string()));
         let s = series_for(
             inputs,
             Some(k),
-            &|p| med(p, true, "p99").map(|v| v / 1e3),
+            &|p| finite(p.summary.latency_us.p99.median).map(|v| v / 1e3),
             true,
         );
         let name = format!("latency_{k}.png");
@@ -439,7 +434,12 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
         )?;
         out.push((format!("p99 latency vs load — {k}"), name));
 
-        let s = series_for(inputs, Some(k), &|p| med(p, false, "total"), true);
+        let s = series_for(
+            inputs,
+            Some(k),
+            &|p| finite(p.summary.utilization.total.median),
+            true,
+        );
         let name = format!("utilization_{k}.png");
         save_lines(
             &out_dir.join(&name),
@@ -487,11 +487,11 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
     // Figure 5: idle periods of the request lane, LC alone.
     if let Some(f) = first {
         let mut s = Vec::new();
-        let n = loads(f).len();
-        for (j, r) in loads(f).into_iter().enumerate() {
-            let Some(d) =
-                point(f, "lc_alone", None, r).and_then(|p| p.distributions.get("idle_periods"))
-            else {
+        let alone = study::config_series(f, Config::LcAlone, None);
+        let n = alone.len();
+        for (j, p) in alone.into_iter().enumerate() {
+            let r = p.rps_target;
+            let Some(d) = p.idle_periods.as_ref() else {
                 continue;
             };
             let pts = cumulative_time(d);

@@ -15,7 +15,10 @@
 //!   had reached by then.
 //!
 //! Time comes through the [`Clock`] trait so the tests can drive the sender
-//! and the accounting with a fake clock.
+//! and the accounting with a fake clock. [`client`] runs one invocation
+//! against an LC service over the wire protocol.
+
+pub mod client;
 
 use hdrhistogram::Histogram;
 use rand::Rng;
@@ -146,6 +149,7 @@ pub struct Accounting {
     hist: Histogram<u64>,
     recorded: u64,
     duplicates: u64,
+    failed: u64,
 }
 
 /// What an invocation's accounting found.
@@ -156,7 +160,8 @@ pub struct Outcome {
     /// Measured requests answered.
     pub requests: u64,
     /// Measured requests never answered (recorded with the latency reached
-    /// at the end), plus responses for unknown or repeated ids.
+    /// at the end) or answered with an error status, plus responses for
+    /// unknown or repeated ids.
     pub errors: u64,
 }
 
@@ -173,6 +178,7 @@ impl Accounting {
             hist: new_histogram(),
             recorded: 0,
             duplicates: 0,
+            failed: 0,
         }
     }
 
@@ -201,6 +207,16 @@ impl Accounting {
         Some(lat)
     }
 
+    /// Records that request `id` failed (an error status) at `now_ns`: it is
+    /// answered, counted as an error and, if measured, recorded with its
+    /// latency (a failure is never faster than a success).
+    pub fn on_failure(&mut self, id: usize, now_ns: u64) {
+        if self.on_response(id, now_ns).is_some() {
+            self.recorded -= 1;
+            self.failed += 1;
+        }
+    }
+
     /// Whether every request has been answered.
     pub fn all_answered(&self) -> bool {
         self.answered.iter().all(|&a| a)
@@ -220,7 +236,7 @@ impl Accounting {
         Outcome {
             hist: self.hist,
             requests: self.recorded,
-            errors: missing + self.duplicates,
+            errors: missing + self.duplicates + self.failed,
         }
     }
 }
@@ -401,6 +417,22 @@ mod tests {
         assert_eq!(out.errors, 1 + 2, "request 3 missing, 2 bad responses");
         assert_eq!(out.hist.len(), 2);
         assert!(out.hist.max() >= 6_990, "request 3 waited 7 us by the end");
+    }
+
+    #[test]
+    fn failed_requests_are_errors_with_latency() {
+        let mut acc = Accounting::new(0, vec![0, 1_000], 0);
+        acc.on_failure(0, 5_000);
+        assert!(acc.on_response(1, 1_500).is_some());
+        acc.on_failure(1, 9_000);
+        let out = acc.finish(10_000);
+        assert_eq!(
+            (out.requests, out.errors),
+            (1, 1 + 1),
+            "one failure, one duplicate"
+        );
+        assert_eq!(out.hist.len(), 2);
+        assert!(out.hist.max() >= 4_990, "the failure's latency is kept");
     }
 
     #[test]

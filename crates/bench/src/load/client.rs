@@ -1,0 +1,374 @@
+//! One **invocation** of the open-loop load generator against an LC
+//! service, over the LC wire protocol: a sender thread and a receiver
+//! thread on one TCP connection (`TCP_NODELAY`), pinned to the generator's
+//! CPUs with a 1 ns timer slack and, where permitted, real-time priority;
+//! the calling thread marks the edges of the measured window.
+//!
+//! A service that closes the connection mid-run does not stop the sweep:
+//! the requests it never answered count as errors (with the latency they
+//! reached), and the invocation says the connection was closed.
+
+use super::{Accounting, Clock, MonoClock, Outcome, mono_ns, run_sender};
+use crate::error::{BenchError, Result};
+use crate::lc::builtin::is_timeout;
+use crate::lc::requests::RequestSet;
+use crate::lc::wire::{self, Kind, Response, Status};
+use elfen_cmd::proc::SchedClass;
+use elfen_results::Distribution;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Buckets for demands, service times and latencies: 1 µs .. 10 s, 20 per
+/// decade.
+pub fn latency_buckets() -> Distribution {
+    Distribution::log_buckets("us", 1.0, 1e7, 20)
+}
+
+/// What one invocation sends.
+#[derive(Debug, Clone)]
+pub struct InvocationPlan {
+    /// Intended send offsets, ns from the start (warm-up included).
+    pub offsets: Vec<u64>,
+    /// Which request of the set each send is.
+    pub picks: Vec<u32>,
+    /// The request set.
+    pub set: Arc<RequestSet>,
+    /// Work scale of work requests (the demand calibration).
+    pub work_scale: f64,
+    /// Warm-up, ns.
+    pub warmup_ns: u64,
+    /// Measured window, ns.
+    pub duration_ns: u64,
+    /// Longest wait for outstanding responses, ns.
+    pub drain_ns: u64,
+}
+
+/// Where the generator's threads run.
+#[derive(Debug, Clone)]
+pub struct GeneratorPlace {
+    /// CPUs.
+    pub cpus: Vec<u32>,
+    /// Scheduling class.
+    pub sched: SchedClass,
+}
+
+impl GeneratorPlace {
+    fn enter(&self) -> Option<elfen_topo::PinGuard> {
+        let pin = elfen_topo::PinGuard::with_cpus(&self.cpus).ok();
+        elfen_cmd::proc::set_timer_slack_ns(1);
+        if self.sched != SchedClass::Other {
+            let _ = elfen_cmd::proc::set_sched(0, self.sched);
+        }
+        pin
+    }
+}
+
+/// Window edges, reported to the caller's callback at (about) the instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edge {
+    /// The measured window starts (end of warm-up).
+    Start,
+    /// The measured window ends.
+    End,
+}
+
+/// What one invocation measured.
+#[derive(Debug)]
+pub struct InvocationResult {
+    /// Latency accounting.
+    pub outcome: Outcome,
+    /// Requests actually sent inside the measured window, per second.
+    pub rps_achieved: f64,
+    /// Service times reported by the service for measured requests, µs
+    /// (empty when the service reports none).
+    pub service_us: Distribution,
+    /// Time measured requests waited in the service's queue, µs.
+    pub queued_us: Distribution,
+    /// The rest of each measured request's latency (send lateness, network,
+    /// dispatch, response delivery): latency − queued − service, µs.
+    pub outside_us: Distribution,
+    /// Sum of the service times of responses that arrived inside the
+    /// window, ns (the LC's busy time when nobody publishes it).
+    pub window_service_ns: u64,
+    /// Requests sent in total.
+    pub sent: usize,
+    /// The service closed the connection before the end.
+    pub connection_closed: bool,
+    /// Thread ids of the sender and receiver.
+    pub tids: Vec<u32>,
+}
+
+/// A client connection (TCP_NODELAY).
+pub fn connect(addr: SocketAddr) -> Result<TcpStream> {
+    let s =
+        TcpStream::connect(addr).map_err(|e| BenchError::io(format!("connecting to {addr}"), e))?;
+    s.set_nodelay(true)
+        .map_err(|e| BenchError::io("setting TCP_NODELAY", e))?;
+    Ok(s)
+}
+
+/// What the receiver thread returns.
+struct Received {
+    outcome: Outcome,
+    service: Distribution,
+    queued: Distribution,
+    outside: Distribution,
+    window_service_ns: u64,
+    closed: bool,
+}
+
+/// Runs one invocation; `on_edge` is called on the calling thread at the
+/// window's start and end. `stop` (Ctrl-C) ends it early with
+/// [`BenchError::Interrupted`].
+pub fn run_invocation(
+    addr: SocketAddr,
+    plan: &InvocationPlan,
+    place: &GeneratorPlace,
+    stop: &AtomicBool,
+    mut on_edge: impl FnMut(Edge),
+) -> Result<InvocationResult> {
+    assert_eq!(plan.offsets.len(), plan.picks.len());
+    let stream = connect(addr)?;
+    let mut rx_stream = stream
+        .try_clone()
+        .map_err(|e| BenchError::io("cloning the client socket", e))?;
+    rx_stream
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .map_err(|e| BenchError::io("socket timeout", e))?;
+    let clock = MonoClock;
+    let t0 = clock.now_ns() + 5_000_000;
+    let win = (t0 + plan.warmup_ns, t0 + plan.warmup_ns + plan.duration_ns);
+    let sender_done = AtomicU64::new(0);
+    let in_window = AtomicU64::new(0);
+    let tids = Mutex::new(Vec::new());
+    let quit = AtomicBool::new(false);
+
+    std::thread::scope(|scope| -> Result<InvocationResult> {
+        let sender = scope.spawn(|| {
+            let _pin = place.enter();
+            tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
+            let mut s = &stream;
+            let local_stop = AtomicBool::new(false);
+            let (n, e) = run_sender(&MonoClock, t0, &plan.offsets, &local_stop, |i| {
+                if stop.load(Ordering::Relaxed) || quit.load(Ordering::Relaxed) {
+                    local_stop.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
+                let now = mono_ns();
+                if now >= win.0 && now < win.1 {
+                    in_window.fetch_add(1, Ordering::Relaxed);
+                }
+                let k = plan.picks[i] as usize;
+                let r = &plan.set.requests[k];
+                s.write_all(&wire::request_bytes(
+                    i as u64,
+                    plan.set.arg(k, plan.work_scale),
+                    &r.payload,
+                    Kind::Work,
+                ))
+            });
+            sender_done.store(mono_ns().max(1), Ordering::Release);
+            (n, e)
+        });
+        let receiver = scope.spawn(|| {
+            let _pin = place.enter();
+            tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
+            receive(&mut rx_stream, plan, t0, win, &sender_done, &quit)
+        });
+        // Window edges, in short sleeps so Ctrl-C is noticed.
+        let mut interrupted = false;
+        for (edge, at) in [(Edge::Start, win.0), (Edge::End, win.1)] {
+            while clock.now_ns() < at {
+                if stop.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    break;
+                }
+                clock.sleep_until_ns(at.min(clock.now_ns() + 50_000_000));
+            }
+            if interrupted {
+                break;
+            }
+            on_edge(edge);
+        }
+        if interrupted {
+            quit.store(true, Ordering::Relaxed);
+        }
+        let (sent, send_err) = sender
+            .join()
+            .map_err(|_| BenchError::Service("sender panicked".into()))?;
+        if stop.load(Ordering::Relaxed) {
+            quit.store(true, Ordering::Relaxed);
+        }
+        let rx = receiver
+            .join()
+            .map_err(|_| BenchError::Service("receiver panicked".into()))?;
+        if interrupted || stop.load(Ordering::Relaxed) {
+            return Err(BenchError::Interrupted);
+        }
+        // A send failing because the service closed the connection is
+        // counted (unanswered requests are errors); other failures are not
+        // the service's doing.
+        let closed = rx.closed
+            || send_err.as_ref().is_some_and(|e| {
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                )
+            });
+        if let Some(e) = send_err.filter(|_| !closed) {
+            return Err(BenchError::io("sending requests", e));
+        }
+        let secs = plan.duration_ns as f64 / 1e9;
+        Ok(InvocationResult {
+            outcome: rx.outcome,
+            rps_achieved: in_window.load(Ordering::Relaxed) as f64 / secs,
+            service_us: rx.service,
+            queued_us: rx.queued,
+            outside_us: rx.outside,
+            window_service_ns: rx.window_service_ns,
+            sent,
+            connection_closed: closed,
+            tids: tids.lock().expect("tids").clone(),
+        })
+    })
+}
+
+/// The receiver: reads responses until every request is answered, the
+/// drain time after the last send has passed, the connection closes, or
+/// `quit`.
+fn receive(
+    rx: &mut TcpStream,
+    plan: &InvocationPlan,
+    t0: u64,
+    win: (u64, u64),
+    sender_done: &AtomicU64,
+    quit: &AtomicBool,
+) -> Received {
+    let mut acc = Accounting::new(t0, plan.offsets.clone(), plan.warmup_ns);
+    let (mut service, mut queued, mut outside) =
+        (latency_buckets(), latency_buckets(), latency_buckets());
+    let mut window_service_ns = 0u64;
+    let mut buf = [0u8; wire::RESPONSE_BYTES];
+    let mut have = 0usize;
+    let span_end = t0 + plan.offsets.last().copied().unwrap_or(0);
+    let mut closed = false;
+    loop {
+        if acc.all_answered() || quit.load(Ordering::Relaxed) {
+            break;
+        }
+        let done = sender_done.load(Ordering::Acquire);
+        if done != 0 && mono_ns() > done.max(span_end) + plan.drain_ns {
+            break;
+        }
+        match rx.read(&mut buf[have..]) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => {
+                have += n;
+                if have < wire::RESPONSE_BYTES {
+                    continue;
+                }
+                have = 0;
+                let now = mono_ns();
+                let r = Response::decode(&buf);
+                if r.status != Status::Ok {
+                    acc.on_failure(r.id as usize, now);
+                    continue;
+                }
+                if now >= win.0 && now < win.1 {
+                    window_service_ns += r.service_ns;
+                }
+                if let Some(lat) = acc.on_response(r.id as usize, now) {
+                    if r.service_ns > 0 {
+                        service.record(r.service_ns as f64 / 1e3);
+                        queued.record(r.queued_ns as f64 / 1e3);
+                        outside.record(lat.saturating_sub(r.service_ns + r.queued_ns) as f64 / 1e3);
+                    }
+                }
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    Received {
+        outcome: acc.finish(mono_ns()),
+        service,
+        queued,
+        outside,
+        window_service_ns,
+        closed,
+    }
+}
+
+/// Sends every request of `set` once, one at a time, and waits for each
+/// response: the service times with nothing else running (the paper's
+/// Figure 1), µs — the service's own figure, or the round trip where it
+/// reports none. A connection the service closes is opened again (once per
+/// request), so a service that drops connections now and then can still be
+/// measured.
+pub fn measure_demand(
+    addr: SocketAddr,
+    set: &RequestSet,
+    work_scale: f64,
+    stop: &AtomicBool,
+) -> Result<Vec<f64>> {
+    let mut s = connect(addr)?;
+    let mut out = Vec::with_capacity(set.requests.len());
+    for (i, r) in set.requests.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(BenchError::Interrupted);
+        }
+        let frame = wire::request_bytes(i as u64, set.arg(i, work_scale), &r.payload, Kind::Work);
+        let mut round_trip = |s: &mut TcpStream| -> std::io::Result<(Response, u64)> {
+            let t = mono_ns();
+            s.write_all(&frame)?;
+            let mut resp = [0u8; wire::RESPONSE_BYTES];
+            s.read_exact(&mut resp)?;
+            Ok((Response::decode(&resp), mono_ns() - t))
+        };
+        let (resp, rtt) = match round_trip(&mut s) {
+            Ok(x) => x,
+            Err(_) => {
+                s = connect(addr)?;
+                round_trip(&mut s).map_err(|e| {
+                    BenchError::io(
+                        format!("request {i} of the set, sent twice on fresh connections"),
+                        e,
+                    )
+                })?
+            }
+        };
+        if resp.id != i as u64 {
+            return Err(BenchError::Service(format!(
+                "response for request {}, expected {i}",
+                resp.id
+            )));
+        }
+        if resp.status != Status::Ok {
+            return Err(BenchError::Service(format!(
+                "request {i} of the set ({:?}) was answered with status {:?}",
+                String::from_utf8_lossy(&r.payload),
+                resp.status
+            )));
+        }
+        out.push(
+            if resp.service_ns > 0 {
+                resp.service_ns
+            } else {
+                rtt
+            } as f64
+                / 1e3,
+        );
+    }
+    Ok(out)
+}

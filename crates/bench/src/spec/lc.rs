@@ -1,0 +1,266 @@
+//! The LC side of a spec: which service ([`LcSpec`]), what requests it is
+//! sent ([`RequestsKind`], [`DemandSpec`]) and the built-in chase's knobs
+//! ([`ChaseSpec`]).
+
+use super::{nonzero, positive};
+use crate::error::BenchError;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Which LC service the harness drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceKind {
+    /// The built-in pointer-chase service, in the harness's process.
+    Builtin,
+    /// A server started from `lc.command` that speaks the LC wire protocol
+    /// (`docs/lc-protocol.md`).
+    External,
+}
+
+/// Who publishes the request lane's busy state on the signal page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LcSignal {
+    /// The service, through the LC API (`request_begin` / `request_end`).
+    Api,
+    /// Nobody in the service: an unmodified service (its busy time is then
+    /// counted from the responses' service times).
+    None,
+}
+
+impl LcSignal {
+    /// `api` or `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LcSignal::Api => "api",
+            LcSignal::None => "none",
+        }
+    }
+}
+
+/// What the requests carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestsKind {
+    /// Work in ns (the wire `arg`), drawn from `[demand]`: for the built-in
+    /// chase service, in process or as `elfen serve`.
+    Demand,
+    /// The tasks file's term queries as payload: for search services.
+    TermQueries,
+}
+
+/// The LC service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LcSpec {
+    /// Built-in or external.
+    pub service: ServiceKind,
+    /// External: the command line (split on whitespace; `{port}`, `{page}`,
+    /// `{lane}`, `{cpu}`, `{side_cpus}`, `{lc_signal}` are substituted and
+    /// also passed as `ELFEN_*` environment variables).
+    pub command: Option<String>,
+    /// Who publishes the request lane's state.
+    pub signal: LcSignal,
+    /// What the requests carry.
+    pub requests: RequestsKind,
+    /// Term queries: the tasks file (default: the shipped one).
+    pub tasks_path: Option<PathBuf>,
+    /// External: how long the service may take to answer its first ping, s.
+    pub startup_timeout_s: f64,
+}
+
+impl Default for LcSpec {
+    fn default() -> Self {
+        LcSpec {
+            service: ServiceKind::Builtin,
+            command: None,
+            signal: LcSignal::Api,
+            requests: RequestsKind::Demand,
+            tasks_path: None,
+            startup_timeout_s: 60.0,
+        }
+    }
+}
+
+impl LcSpec {
+    pub(super) fn validate(&self) -> Result<(), BenchError> {
+        match (self.service, self.command.as_deref().map(str::trim)) {
+            (ServiceKind::External, None | Some("")) => {
+                return Err(BenchError::Config(
+                    "lc.service = \"external\" needs lc.command (the server's command line)".into(),
+                ));
+            }
+            (ServiceKind::Builtin, Some(c)) if !c.is_empty() => {
+                return Err(BenchError::Config(
+                    "lc.command is given but lc.service is \"builtin\": set lc.service = \"external\""
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
+        if self.service == ServiceKind::Builtin && self.requests != RequestsKind::Demand {
+            return Err(BenchError::Config(
+                "the built-in service runs work requests: lc.requests must be \"demand\"".into(),
+            ));
+        }
+        positive("lc.startup_timeout_s", self.startup_timeout_s)
+    }
+}
+
+/// The work requests' demand (service time alone, the paper's Figure 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DemandSpec {
+    /// The Elfen paper's request set: the 1,237 term queries (`HighTerm`,
+    /// `MedTerm`, `LowTerm`) of luceneutil's `wikimedium.10M.nostopwords.tasks`
+    /// (shipped in `data/luceneutil/`), each with demand proportional to its
+    /// term's document frequency (a term query's cost is its posting list),
+    /// scaled to `mean_us`. Most are short; the longest are 15× the mean
+    /// and 120× the shortest.
+    Lucene {
+        /// Mean demand, µs.
+        #[serde(default = "default_mean_us")]
+        mean_us: f64,
+        /// The tasks file; default: the shipped one (or `$ELFEN_DATA_DIR`).
+        #[serde(default)]
+        tasks_path: Option<PathBuf>,
+    },
+    /// Lognormal with the given mean; `sigma` is the standard deviation of
+    /// the log (the Lucene set's is 1.18).
+    Lognormal {
+        /// Mean demand, µs.
+        #[serde(default = "default_mean_us")]
+        mean_us: f64,
+        /// Standard deviation of `ln(demand)`.
+        #[serde(default = "default_sigma")]
+        sigma: f64,
+        /// Requests in the request set.
+        #[serde(default = "default_set_size")]
+        set_size: usize,
+    },
+    /// Two classes: short requests and a fraction of long ones.
+    Bimodal {
+        /// Demand of a short request, µs.
+        short_us: f64,
+        /// Demand of a long request, µs.
+        long_us: f64,
+        /// Fraction of long requests, in (0, 1).
+        long_fraction: f64,
+        /// Requests in the request set.
+        #[serde(default = "default_set_size")]
+        set_size: usize,
+    },
+    /// Exponential with the given mean.
+    Exponential {
+        /// Mean demand, µs.
+        mean_us: f64,
+        /// Requests in the request set.
+        #[serde(default = "default_set_size")]
+        set_size: usize,
+    },
+    /// Every request the same.
+    Constant {
+        /// Demand, µs.
+        us: f64,
+    },
+}
+
+fn default_mean_us() -> f64 {
+    300.0
+}
+fn default_sigma() -> f64 {
+    LUCENE_LOG_SIGMA
+}
+fn default_set_size() -> usize {
+    1000
+}
+
+/// Standard deviation of `ln(freq)` over the Lucene term set.
+pub const LUCENE_LOG_SIGMA: f64 = 1.1787;
+
+impl Default for DemandSpec {
+    fn default() -> Self {
+        DemandSpec::Lucene {
+            mean_us: default_mean_us(),
+            tasks_path: None,
+        }
+    }
+}
+
+impl DemandSpec {
+    pub(super) fn validate(&self) -> Result<(), BenchError> {
+        let pos = |what: &str, v: f64| positive(&format!("demand.{what}"), v);
+        match self {
+            DemandSpec::Lucene { mean_us, .. } => pos("mean_us", *mean_us),
+            DemandSpec::Lognormal {
+                mean_us,
+                sigma,
+                set_size,
+            } => {
+                pos("mean_us", *mean_us)?;
+                pos("sigma", *sigma)?;
+                nonzero("demand.set_size", *set_size)
+            }
+            DemandSpec::Bimodal {
+                short_us,
+                long_us,
+                long_fraction,
+                set_size,
+            } => {
+                pos("short_us", *short_us)?;
+                pos("long_us", *long_us)?;
+                if !(*long_fraction > 0.0 && *long_fraction < 1.0) {
+                    return Err(BenchError::Config(format!(
+                        "demand.long_fraction must be in (0, 1), got {long_fraction}"
+                    )));
+                }
+                nonzero("demand.set_size", *set_size)
+            }
+            DemandSpec::Exponential { mean_us, set_size } => {
+                pos("mean_us", *mean_us)?;
+                nonzero("demand.set_size", *set_size)
+            }
+            DemandSpec::Constant { us } => pos("us", *us),
+        }
+    }
+}
+
+/// The built-in chase service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChaseSpec {
+    /// Size of the pointer-chase working set each request walks, KiB. The
+    /// default (4 MiB) is larger than a core's L2 on common servers and
+    /// inside a share of the L3, so requests live in the LLC, where a
+    /// memory-streaming co-runner can slow them.
+    pub working_set_kib: u64,
+    /// How long the start-up calibration of the chase rate runs, ms.
+    pub calibrate_ms: u64,
+}
+
+impl Default for ChaseSpec {
+    fn default() -> Self {
+        ChaseSpec {
+            working_set_kib: 4 * 1024,
+            calibrate_ms: 300,
+        }
+    }
+}
+
+impl ChaseSpec {
+    pub(super) fn validate(&self) -> Result<(), BenchError> {
+        if self.working_set_kib < 64 {
+            return Err(BenchError::Config(format!(
+                "chase.working_set_kib must be at least 64, got {}",
+                self.working_set_kib
+            )));
+        }
+        if self.calibrate_ms == 0 {
+            return Err(BenchError::Config(
+                "chase.calibrate_ms must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,236 @@
+//! One **measured invocation**: the load runs, counters are sampled at the
+//! two edges of the measured window, and the window's [`Rep`] is built:
+//! latency (from intended send times), utilization (LC from the signal
+//! page, batch from the batch process), batch progress, naps, and how
+//! disturbed the machine was.
+
+use super::rig::Rig;
+use crate::batch::{self, BatchRun, BatchSample};
+use crate::error::{BenchError, Result};
+use crate::load::client::{
+    Edge, InvocationPlan, InvocationResult, latency_buckets, run_invocation,
+};
+use crate::load::{encode_histogram, percentiles_us};
+use crate::spec::{BenchSpec, Config, KernelKind, LcSignal};
+use elfen_cmd::proc::{self, MachineTicks};
+use elfen_results::{BatchTimes, Distribution, LatencyBreakdown, MeasuredRep, Rep, Utilization};
+use elfen_runtime::NapChoice;
+use elfen_shm::Page;
+use std::sync::atomic::AtomicBool;
+
+/// The LC's busy time so far on the request lane's LC line, ns: completed
+/// requests' `busy_ticks` plus the running request's time.
+pub fn lc_busy_ns(page: &Page, lane: u32) -> u64 {
+    use std::sync::atomic::Ordering::Acquire;
+    let Ok(line) = page.lc(lane) else {
+        return 0;
+    };
+    let clock = page.clock();
+    let s = line.state.load(Acquire);
+    let done = line.busy_ticks.load(Acquire);
+    let running = if elfen_shm::state::busy(s) {
+        clock.now().saturating_sub(line.busy_since.load(Acquire))
+    } else {
+        0
+    };
+    clock.ticks_to_ns(done.wrapping_add(running))
+}
+
+/// Counters at a window edge.
+struct EdgeSample {
+    at_ns: u64,
+    lc_busy_ns: u64,
+    harness_cpu_ns: u64,
+    batch: Option<BatchSample>,
+    machine: MachineTicks,
+    /// Ticks of this process, the batch process and an external service.
+    own_ticks: u64,
+}
+
+/// What one measured invocation produced: its `Rep` and the window's
+/// idle periods and service times.
+pub struct Measured {
+    /// The record.
+    pub rep: Rep,
+    /// Idle periods of the request lane (where the service records them).
+    pub idle: Option<Distribution>,
+    /// Service times of the measured requests.
+    pub service: Distribution,
+}
+
+/// What the invocation is.
+#[derive(Debug, Clone, Copy)]
+pub struct What {
+    /// The configuration.
+    pub config: Config,
+    /// Its kernel.
+    pub kernel: Option<KernelKind>,
+    /// The budget policies' budget, µs.
+    pub budget_us: Option<f64>,
+}
+
+/// Runs the load of `plan` against the rig's service, with the batch
+/// process `bp` (if any) running, and builds the window's record.
+/// `alone_units_per_s` is the batch kernel's rate alone (for progress).
+pub fn run_rep(
+    spec: &BenchSpec,
+    rig: &mut Rig,
+    bp: &mut Option<Box<dyn BatchRun>>,
+    what: What,
+    plan: &InvocationPlan,
+    alone_units_per_s: Option<f64>,
+    stop: &AtomicBool,
+) -> Result<Measured> {
+    let elfen = what.config.policy().is_some();
+    rig.lc_mut().check()?;
+    let me = std::process::id();
+    let exclude = rig.lc().worker_tids();
+    let service_pid = rig.lc().child_pid();
+    let (page, lane) = (rig.page.clone(), rig.lanes.request_lane);
+    let mut edges: Vec<EdgeSample> = Vec::with_capacity(2);
+    let mut idle = None;
+    let lc = rig.lc.as_deref().expect("LC service");
+    let inv: InvocationResult = run_invocation(lc.addr(), plan, &rig.generator, stop, |edge| {
+        if edge == Edge::Start {
+            lc.start_idle_recording();
+        }
+        edges.push(EdgeSample {
+            at_ns: elfen_shm::clock::monotonic_ns(),
+            lc_busy_ns: lc_busy_ns(&page, lane),
+            harness_cpu_ns: proc::process_cpu_ns_except(me, &exclude),
+            batch: bp.as_ref().map(|b| b.sample()),
+            machine: MachineTicks::now(),
+            own_ticks: proc::process_ticks(me)
+                + bp.as_ref().map_or(0, |b| proc::process_ticks(b.pid()))
+                + service_pid.map_or(0, proc::process_ticks),
+        });
+        if edge == Edge::End {
+            idle = lc.stop_idle_recording();
+        }
+    })?;
+    if let Some(b) = bp.as_mut() {
+        if !b.alive() {
+            return Err(BenchError::Batch(format!(
+                "the {} batch process (pid {}) died during the invocation",
+                what.config,
+                b.pid()
+            )));
+        }
+    }
+    rig.lc_mut().check()?;
+    let [e0, e1] = &edges[..] else {
+        return Err(BenchError::Service("window edges missing".into()));
+    };
+    let window_s = (e1.at_ns - e0.at_ns) as f64 / 1e9;
+    let lc_util = match spec.lc.signal {
+        LcSignal::Api => (e1.lc_busy_ns.saturating_sub(e0.lc_busy_ns)) as f64 / 1e9 / window_s,
+        LcSignal::None => inv.window_service_ns as f64 / 1e9 / window_s,
+    };
+    let hz = proc::ticks_per_s();
+    let machine = e1.machine.since(&e0.machine);
+    let own = e1.own_ticks.saturating_sub(e0.own_ticks) as f64;
+    let mut measured = MeasuredRep {
+        window_s,
+        sent: inv.sent as u64,
+        harness_util: e1.harness_cpu_ns.saturating_sub(e0.harness_cpu_ns) as f64 / 1e9 / window_s,
+        // Other processes on this machine, and the host's steal, so a point
+        // measured under foreign load can be recognized.
+        foreign_util: ((machine.process_busy as f64 - own) / hz / window_s).max(0.0),
+        steal_util: machine.steal as f64 / hz / window_s,
+        disturbed_retries: 0,
+        connections_closed: u32::from(inv.connection_closed),
+        breakdown: (inv.service_us.total() > 0).then(|| LatencyBreakdown {
+            service_p50_us: inv.service_us.quantile(0.5).unwrap_or(0.0),
+            service_p99_us: inv.service_us.quantile(0.99).unwrap_or(0.0),
+            queued_p99_us: inv.queued_us.quantile(0.99).unwrap_or(0.0),
+            outside_p50_us: inv.outside_us.quantile(0.5).unwrap_or(0.0),
+            outside_p99_us: inv.outside_us.quantile(0.99).unwrap_or(0.0),
+        }),
+        batch: None,
+    };
+    let mut rep = Rep {
+        round: None,
+        rps_achieved: inv.rps_achieved,
+        requests: inv.outcome.requests,
+        errors: inv.outcome.errors,
+        latency_us: percentiles_us(&inv.outcome.hist),
+        utilization: Utilization {
+            lc: lc_util,
+            batch: 0.0,
+            total: lc_util,
+        },
+        batch_units_per_s: None,
+        batch_progress: None,
+        naps_per_s: None,
+        wakes_per_s: None,
+        budget_us: what.budget_us,
+        histogram: if spec.keep_histograms {
+            encode_histogram(&inv.outcome.hist)
+        } else {
+            None
+        },
+        measured: None,
+        simulated: None,
+    };
+    if let (Some(b0), Some(b1)) = (&e0.batch, &e1.batch) {
+        let d = b1.since(b0);
+        let (mut est, mut lo, mut hi) = (0.0, 0.0, 0.0);
+        for t in &d.threads {
+            let (e, l, h) = batch::executed_ns(t, elfen, spec.batch.nap);
+            est += e;
+            lo += l;
+            hi += h;
+        }
+        let secs = d.at_ns as f64 / 1e9;
+        let tot = d.total();
+        let util = |ns: f64| ns / 1e9 / secs;
+        rep.utilization.batch = util(est);
+        rep.utilization.total = lc_util + rep.utilization.batch;
+        let ups = tot.units as f64 / secs;
+        rep.batch_units_per_s = Some(ups);
+        rep.batch_progress = alone_units_per_s.filter(|a| *a > 0.0).map(|a| ups / a);
+        if elfen {
+            rep.naps_per_s = Some(tot.naps as f64 / secs);
+            rep.wakes_per_s = Some(tot.wakes as f64 / secs);
+        }
+        measured.batch = Some(BatchTimes {
+            util_low: util(lo),
+            util_high: util(hi),
+            on_cpu_util: util(tot.on_cpu_ns as f64),
+            wait_util: util(tot.wait_ns as f64),
+            corun_util: elfen.then(|| util(tot.corun_ns as f64)),
+            nap_util: elfen.then(|| util(tot.nap_ns as f64)),
+        });
+    }
+    rep.measured = Some(measured);
+    Ok(Measured {
+        rep,
+        idle,
+        service: if inv.service_us.total() > 0 {
+            inv.service_us
+        } else {
+            latency_buckets()
+        },
+    })
+}
+
+/// How batch utilization is counted, for the result file and the report.
+pub fn utilization_method(nap: NapChoice) -> String {
+    let elfen = if nap == NapChoice::Futex {
+        "Elfen batch threads nap in futex (off-CPU), so their on-CPU time is batch execution"
+    } else {
+        "Elfen batch threads nap on-CPU (spinning), so their execution is the runtime's run time \
+         (wake to nap) minus the share of their run-queue wait that falls in it (wait spread over \
+         run and nap time in proportion), capped by on-CPU time; measured.batch.util_low/high \
+         bound it"
+    };
+    format!(
+        "utilization = sum over lanes of busy fraction (one fully busy lane = 1.0). LC: the request \
+         lane's busy time on the signal page's LC line (begin to end of each request, as the \
+         service publishes it; for a service that publishes nothing, the sum of the service \
+         times it reports). Batch: time batch code executed, summed over batch threads: \
+         baseline threads never nap, so their on-CPU time from /proc/<pid>/task/<tid>/schedstat \
+         (excludes time preempted or throttled); {elfen}. The harness's own threads (generator, \
+         dispatcher) are not counted; their share is measured.harness_util."
+    )
+}

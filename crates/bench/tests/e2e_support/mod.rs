@@ -1,0 +1,181 @@
+//! What the end-to-end tests share: the child roles this test binary plays
+//! (batch worker, the built-in service as a process, misbehaving
+//! services), a tiny sweep's arguments, and checks that nothing was left
+//! behind.
+
+pub mod queue;
+
+use clap::Parser;
+use elfen_bench::cli::BenchArgs;
+use elfen_bench::lc::wire::{self, Kind, RequestHeader, Response, Status};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser)]
+struct Serve {
+    #[command(flatten)]
+    a: elfen_bench::lc::serve::ServeArgs,
+}
+
+/// Runs this binary's child role, if `args` asks for one; the exit code.
+pub fn dispatch_child(args: &[String]) -> Option<i32> {
+    match args.get(1).map(String::as_str) {
+        Some(elfen_bench::batch::WORKER_SUBCOMMAND) => {
+            Some(elfen_bench::batch::worker_main(&args[2..]))
+        }
+        Some("serve") => {
+            let s = Serve::parse_from(args[1..].iter());
+            Some(match elfen_bench::lc::serve::run(s.a) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("serve: {e:#}");
+                    1
+                }
+            })
+        }
+        Some("flaky-serve") => Some(flaky_serve(args)),
+        Some("failing-serve") => {
+            eprintln!("opening the index: the index is corrupt (checksum mismatch in _0.cfs)");
+            Some(3)
+        }
+        Some("silent-serve") => {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            Some(0)
+        }
+        _ => None,
+    }
+}
+
+/// A service that answers pings, answers the first `--answer` work
+/// requests of a connection, then closes it.
+fn flaky_serve(args: &[String]) -> i32 {
+    let get = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let (Some(port), Some(answer)) = (get("--port"), get("--answer")) else {
+        eprintln!("flaky-serve --port P --answer N");
+        return 2;
+    };
+    let l = TcpListener::bind(("127.0.0.1", port as u16)).expect("bind");
+    for s in l.incoming() {
+        let Ok(mut s) = s else { continue };
+        let _ = s.set_nodelay(true);
+        let mut served = 0;
+        let mut head = [0u8; wire::REQUEST_HEADER];
+        while s.read_exact(&mut head).is_ok() {
+            let h = RequestHeader::decode(&head);
+            let mut payload = vec![0u8; h.len as usize];
+            if s.read_exact(&mut payload).is_err() {
+                break;
+            }
+            if h.kind == Kind::Work {
+                if served == answer {
+                    break; // close mid-run
+                }
+                served += 1;
+            }
+            let r = Response {
+                id: h.id,
+                service_ns: if h.kind == Kind::Work { 10_000 } else { 0 },
+                queued_ns: 0,
+                status: Status::Ok,
+                result: 0,
+            };
+            if s.write_all(&r.encode()).is_err() {
+                break;
+            }
+        }
+    }
+    0
+}
+
+/// This test binary.
+pub fn exe() -> String {
+    std::env::current_exe().unwrap().display().to_string()
+}
+
+/// Whether we run as root.
+pub fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A tiny sweep: half-second invocations, one round, one load, a fixed
+/// SLO (no pre-sweep), a small working set.
+pub fn tiny_config(dir: &Path) -> PathBuf {
+    let cfg = dir.join("tiny.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+warmup_s = 0.05
+duration_s = 0.4
+reps = 1
+drain_s = 1.0
+slo_p99_ms = 50.0
+budget_us = 50.0
+[demand]
+kind = "exponential"
+mean_us = 100.0
+set_size = 50
+[chase]
+working_set_kib = 1024
+calibrate_ms = 20
+[batch]
+alone_s = 0.2
+settle_ms = 20
+stream_mib = 8
+"#,
+    )
+    .unwrap();
+    cfg
+}
+
+/// `elfen bench` arguments for a tiny sweep of borrow idle with Stream at
+/// 300 rps, results in `<dir>/out/bench.json`.
+pub fn args(dir: &Path) -> BenchArgs {
+    BenchArgs {
+        config: Some(tiny_config(dir)),
+        json: Some(dir.join("out/bench.json")),
+        configs: Some("borrow_idle".into()),
+        kernels: Some("stream".into()),
+        rps: Some("300".into()),
+        quiet: true,
+        worker_exe: Some(std::env::current_exe().unwrap()),
+        ..BenchArgs::default()
+    }
+}
+
+/// Whether no signal page of this process is left in /dev/shm.
+pub fn no_page_left() -> bool {
+    !Path::new(&format!("/dev/shm/elfen-bench-{}", std::process::id())).exists()
+}
+
+/// Whether no child process of ours is still running (external services
+/// and batch workers are stopped and reaped by the harness).
+pub fn served_children_gone() -> bool {
+    let me = std::process::id();
+    let rd = std::fs::read_dir("/proc").unwrap();
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let ppid: u32 = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        if ppid == me {
+            eprintln!("still running: {stat}");
+            return false;
+        }
+    }
+    true
+}
