@@ -329,7 +329,7 @@ pub fn measure_demand(
             return Err(BenchError::Interrupted);
         }
         let frame = wire::request_bytes(i as u64, set.arg(i, work_scale), &r.payload, Kind::Work);
-        let mut round_trip = |s: &mut TcpStream| -> std::io::Result<(Response, u64)> {
+        let round_trip = |s: &mut TcpStream| -> std::io::Result<(Response, u64)> {
             let t = mono_ns();
             s.write_all(&frame)?;
             let mut resp = [0u8; wire::RESPONSE_BYTES];
