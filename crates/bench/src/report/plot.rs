@@ -310,7 +310,6 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
         .find(|i| i.file.source == Source::Measured)
         .or(inputs.first())
         .map(|i| &i.file);
-
     // Figure 1: demand.
     if let Some(d) = inputs.iter().find_map(|i| i.file.demand.as_ref()) {
         let name = "demand.png";
@@ -320,87 +319,7 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
             name.to_string(),
         ));
     }
-
-    // Figure 2: LC alone percentiles and utilization.
-    {
-        let name = "lc_alone.png";
-        let path = out_dir.join(name);
-        let root = BitMapBackend::new(&path, (960, 900)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| x.to_string())?;
-        let (top, bottom) = root.split_vertically(560);
-        let mut lat = Vec::new();
-        let mut util = Vec::new();
-        for i in inputs {
-            let f = &i.file;
-            let sim = f.source == Source::Simulated;
-            let alone = study::config_series(f, Config::LcAlone, None);
-            let pick: [(&str, Metric); 3] = [
-                ("p50", |p| p.summary.latency_us.p50.median),
-                ("p95", |p| p.summary.latency_us.p95.median),
-                ("p99", |p| p.summary.latency_us.p99.median),
-            ];
-            for (key, get) in pick {
-                let pts: Vec<(f64, f64)> = alone
-                    .iter()
-                    .filter_map(|p| finite(get(p)).map(|v| (p.rps_target, v / 1e3)))
-                    .collect();
-                if !pts.is_empty() {
-                    lat.push(Series {
-                        label: format!("{key}{}", if sim { " (sim)" } else { "" }),
-                        color: color_of(key),
-                        dashed: sim,
-                        points: pts,
-                    });
-                }
-            }
-            let pts: Vec<(f64, f64)> = alone
-                .iter()
-                .filter_map(|p| finite(p.summary.utilization.lc.median).map(|v| (p.rps_target, v)))
-                .collect();
-            if !pts.is_empty() {
-                util.push(Series {
-                    label: format!("utilization{}", if sim { " (sim)" } else { "" }),
-                    color: color_of("lc_alone"),
-                    dashed: sim,
-                    points: pts,
-                });
-            }
-        }
-        let slo = first
-            .and_then(study::slo_us)
-            .map(|v| (v / 1e3, "SLO".to_string()));
-        draw_lines(
-            &top,
-            &Axes {
-                title: "LC alone: latency percentiles vs load (Figure 2)",
-                x: "requests per second",
-                y: "latency (ms, log)",
-                log_x: false,
-                log_y: true,
-            },
-            &lat,
-            slo,
-        )?;
-        draw_lines(
-            &bottom,
-            &Axes {
-                title: "LC alone: utilization (1 lane = 1.0)",
-                x: "requests per second",
-                y: "utilization",
-                log_x: false,
-                log_y: false,
-            },
-            &util,
-            None,
-        )?;
-        root.present().map_err(|x| x.to_string())?;
-        out.push((
-            "Figure 2 — LC alone: latency percentiles and utilization vs load".into(),
-            name.into(),
-        ));
-    }
-
-    // Figures 10/11 and 12, per kernel.
+    out.push(lc_alone_plot(inputs, first, out_dir)?);
     let mut ks: Vec<String> = Vec::new();
     for i in inputs {
         for k in study::batches(&i.file) {
@@ -410,129 +329,230 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
         }
     }
     for k in &ks {
-        let slo = first
-            .and_then(study::slo_us)
-            .map(|v| (v / 1e3, "SLO".to_string()));
-        let s = series_for(
-            inputs,
-            Some(k),
-            &|p| finite(p.summary.latency_us.p99.median).map(|v| v / 1e3),
-            true,
-        );
-        let name = format!("latency_{k}.png");
-        save_lines(
-            &out_dir.join(&name),
-            &Axes {
-                title: &format!("p99 latency vs load, batch = {k} (Figures 10, 11)"),
-                x: "requests per second",
-                y: "p99 latency (ms, log)",
-                log_x: false,
-                log_y: true,
-            },
-            &s,
-            slo,
-        )?;
-        out.push((format!("p99 latency vs load — {k}"), name));
+        out.extend(batch_plots(inputs, first, out_dir, k)?);
+    }
+    if let Some(f) = first {
+        out.extend(idle_plot(f, out_dir)?);
+    }
+    Ok(out)
+}
 
-        let s = series_for(
-            inputs,
-            Some(k),
-            &|p| finite(p.summary.utilization.total.median),
-            true,
-        );
-        let name = format!("utilization_{k}.png");
+/// Figure 2: LC alone's latency percentiles and utilization vs load.
+fn lc_alone_plot(
+    inputs: &[Input],
+    first: Option<&elfen_results::ResultFile>,
+    out_dir: &Path,
+) -> PlotResult<(String, String)> {
+    let name = "lc_alone.png";
+    let path = out_dir.join(name);
+    let root = BitMapBackend::new(&path, (960, 900)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| x.to_string())?;
+    let (top, bottom) = root.split_vertically(560);
+    let mut lat = Vec::new();
+    let mut util = Vec::new();
+    for i in inputs {
+        let f = &i.file;
+        let sim = f.source == Source::Simulated;
+        let alone = study::config_series(f, Config::LcAlone, None);
+        let pick: [(&str, Metric); 3] = [
+            ("p50", |p| p.summary.latency_us.p50.median),
+            ("p95", |p| p.summary.latency_us.p95.median),
+            ("p99", |p| p.summary.latency_us.p99.median),
+        ];
+        for (key, get) in pick {
+            let pts: Vec<(f64, f64)> = alone
+                .iter()
+                .filter_map(|p| finite(get(p)).map(|v| (p.rps_target, v / 1e3)))
+                .collect();
+            if !pts.is_empty() {
+                lat.push(Series {
+                    label: format!("{key}{}", if sim { " (sim)" } else { "" }),
+                    color: color_of(key),
+                    dashed: sim,
+                    points: pts,
+                });
+            }
+        }
+        let pts: Vec<(f64, f64)> = alone
+            .iter()
+            .filter_map(|p| finite(p.summary.utilization.lc.median).map(|v| (p.rps_target, v)))
+            .collect();
+        if !pts.is_empty() {
+            util.push(Series {
+                label: format!("utilization{}", if sim { " (sim)" } else { "" }),
+                color: color_of("lc_alone"),
+                dashed: sim,
+                points: pts,
+            });
+        }
+    }
+    let slo = first
+        .and_then(study::slo_us)
+        .map(|v| (v / 1e3, "SLO".to_string()));
+    draw_lines(
+        &top,
+        &Axes {
+            title: "LC alone: latency percentiles vs load (Figure 2)",
+            x: "requests per second",
+            y: "latency (ms, log)",
+            log_x: false,
+            log_y: true,
+        },
+        &lat,
+        slo,
+    )?;
+    draw_lines(
+        &bottom,
+        &Axes {
+            title: "LC alone: utilization (1 lane = 1.0)",
+            x: "requests per second",
+            y: "utilization",
+            log_x: false,
+            log_y: false,
+        },
+        &util,
+        None,
+    )?;
+    root.present().map_err(|x| x.to_string())?;
+    Ok((
+        "Figure 2 — LC alone: latency percentiles and utilization vs load".into(),
+        name.into(),
+    ))
+}
+
+/// Figures 10/11 and 12 for batch program `k`: p99, utilization and batch
+/// progress vs load.
+fn batch_plots(
+    inputs: &[Input],
+    first: Option<&elfen_results::ResultFile>,
+    out_dir: &Path,
+    k: &str,
+) -> PlotResult<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let slo = first
+        .and_then(study::slo_us)
+        .map(|v| (v / 1e3, "SLO".to_string()));
+    let s = series_for(
+        inputs,
+        Some(k),
+        &|p| finite(p.summary.latency_us.p99.median).map(|v| v / 1e3),
+        true,
+    );
+    let name = format!("latency_{k}.png");
+    save_lines(
+        &out_dir.join(&name),
+        &Axes {
+            title: &format!("p99 latency vs load, batch = {k} (Figures 10, 11)"),
+            x: "requests per second",
+            y: "p99 latency (ms, log)",
+            log_x: false,
+            log_y: true,
+        },
+        &s,
+        slo,
+    )?;
+    out.push((format!("p99 latency vs load — {k}"), name));
+
+    let s = series_for(
+        inputs,
+        Some(k),
+        &|p| finite(p.summary.utilization.total.median),
+        true,
+    );
+    let name = format!("utilization_{k}.png");
+    save_lines(
+        &out_dir.join(&name),
+        &Axes {
+            title: &format!("total utilization (LC + batch) vs load, batch = {k}"),
+            x: "requests per second",
+            y: "utilization (1 lane = 1.0)",
+            log_x: false,
+            log_y: false,
+        },
+        &s,
+        None,
+    )?;
+    out.push((
+        format!("Utilization vs load — {k} (Figures 10, 11 bottom)"),
+        name,
+    ));
+
+    let s = series_for(
+        inputs,
+        Some(k),
+        &|p| p.summary.batch_progress.map(|s| s.median),
+        false,
+    );
+    if !s.is_empty() {
+        let name = format!("progress_{k}.png");
         save_lines(
             &out_dir.join(&name),
             &Axes {
-                title: &format!("total utilization (LC + batch) vs load, batch = {k}"),
+                title: &format!("batch progress vs load, {k} (relative to {k} alone; Figure 12)"),
                 x: "requests per second",
-                y: "utilization (1 lane = 1.0)",
+                y: "work rate / alone",
                 log_x: false,
                 log_y: false,
             },
             &s,
             None,
         )?;
-        out.push((
-            format!("Utilization vs load — {k} (Figures 10, 11 bottom)"),
-            name,
-        ));
-
-        let s = series_for(
-            inputs,
-            Some(k),
-            &|p| p.summary.batch_progress.map(|s| s.median),
-            false,
-        );
-        if !s.is_empty() {
-            let name = format!("progress_{k}.png");
-            save_lines(
-                &out_dir.join(&name),
-                &Axes {
-                    title: &format!(
-                        "batch progress vs load, {k} (relative to {k} alone; Figure 12)"
-                    ),
-                    x: "requests per second",
-                    y: "work rate / alone",
-                    log_x: false,
-                    log_y: false,
-                },
-                &s,
-                None,
-            )?;
-            out.push((format!("Batch progress vs load — {k} (Figure 12)"), name));
-        }
-    }
-
-    // Figure 5: idle periods of the request lane, LC alone.
-    if let Some(f) = first {
-        let mut s = Vec::new();
-        let alone = study::config_series(f, Config::LcAlone, None);
-        let n = alone.len();
-        for (j, p) in alone.into_iter().enumerate() {
-            let r = p.rps_target;
-            let Some(d) = p.idle_periods.as_ref() else {
-                continue;
-            };
-            let pts = cumulative_time(d);
-            if pts.is_empty() {
-                continue;
-            }
-            // dark blue (low load) to orange (high load)
-            let t = if n > 1 {
-                j as f64 / (n - 1) as f64
-            } else {
-                0.0
-            };
-            let mix = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
-            s.push(Series {
-                label: format!("{r:.0} rps"),
-                color: RGBColor(mix(20.0, 230.0), mix(40.0, 120.0), mix(140.0, 20.0)),
-                dashed: false,
-                points: pts,
-            });
-        }
-        if !s.is_empty() {
-            let name = "idle_periods.png";
-            save_lines(
-                &out_dir.join(name),
-                &Axes {
-                    title: "request-lane idle periods, LC alone: cumulative fraction of idle time (Figure 5)",
-                    x: "idle period length (µs, log)",
-                    y: "fraction of idle time in periods <= x",
-                    log_x: true,
-                    log_y: false,
-                },
-                &s,
-                None,
-            )?;
-            out.push((
-                "Figure 5 — request-lane idle periods (LC alone)".into(),
-                name.into(),
-            ));
-        }
+        out.push((format!("Batch progress vs load — {k} (Figure 12)"), name));
     }
     Ok(out)
+}
+
+/// Figure 5: the request lane's idle periods with LC alone, per load.
+fn idle_plot(
+    f: &elfen_results::ResultFile,
+    out_dir: &Path,
+) -> PlotResult<Option<(String, String)>> {
+    let mut s = Vec::new();
+    let alone = study::config_series(f, Config::LcAlone, None);
+    let n = alone.len();
+    for (j, p) in alone.into_iter().enumerate() {
+        let r = p.rps_target;
+        let Some(d) = p.idle_periods.as_ref() else {
+            continue;
+        };
+        let pts = cumulative_time(d);
+        if pts.is_empty() {
+            continue;
+        }
+        // dark blue (low load) to orange (high load)
+        let t = if n > 1 {
+            j as f64 / (n - 1) as f64
+        } else {
+            0.0
+        };
+        let mix = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
+        s.push(Series {
+            label: format!("{r:.0} rps"),
+            color: RGBColor(mix(20.0, 230.0), mix(40.0, 120.0), mix(140.0, 20.0)),
+            dashed: false,
+            points: pts,
+        });
+    }
+    if !s.is_empty() {
+        let name = "idle_periods.png";
+        save_lines(
+            &out_dir.join(name),
+            &Axes {
+                title: "request-lane idle periods, LC alone: cumulative fraction of idle time (Figure 5)",
+                x: "idle period length (µs, log)",
+                y: "fraction of idle time in periods <= x",
+                log_x: true,
+                log_y: false,
+            },
+            &s,
+            None,
+        )?;
+        return Ok(Some((
+            "Figure 5 — request-lane idle periods (LC alone)".into(),
+            name.into(),
+        )));
+    }
+    Ok(None)
 }
 
 /// `(upper bucket edge, cumulative fraction of the summed values)`: the
