@@ -49,7 +49,14 @@ check_rust() {
   done
 }
 
+check_java() {
+  # The Java bindings need a JDK >= 22 (the machine provides it; Debian 12
+  # packages only 17): say now if there is none, do not fail the Rust build.
+  scripts/java-env.sh >/dev/null || say "no JDK >= 22: the Java bindings (bindings/java) cannot be built or tested"
+}
+
 install_debs
+check_java
 [ "${1:-}" = "--deps" ] && exit 0
 check_rust
 say "building target/release/elfen"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project (what CI runs, via .ci/run):
-# formatting, lints, the Rust test suite, the C tests and the golden vectors.
+# formatting, lints, the Rust test suite, the C tests, the Java tests and the
+# golden vectors (Rust, C and Java all read testdata/signal/).
 # Installs what is missing first. Build once, test many: the release binary
 # and the test binaries are each built once.
 set -euo pipefail
@@ -25,5 +26,9 @@ if [ -f bindings/c/Makefile ]; then
   step "C ABI tests (bindings/c)"
   make -C bindings/c test
 fi
+
+step "Java bindings: signal page, Lucene server (bindings/java)"
+# A subshell keeps the JDK >= 22 that java-env.sh puts first off later steps.
+( . scripts/java-env.sh && mvn -B -ntp -f bindings/java/pom.xml verify )
 
 step "all tests passed"
