@@ -68,6 +68,11 @@ pub struct BenchArgs {
     /// (default: stream,matrix).
     #[arg(long, value_name = "LIST")]
     pub kernels: Option<String>,
+    /// Unmodified batch programs from Debian packages, comma-separated:
+    /// xz, stress-ng, 7zz (default: none); they run every configuration that
+    /// needs no checks, their progress measured from outside.
+    #[arg(long, value_name = "LIST")]
+    pub programs: Option<String>,
     /// Offered loads in requests per second, comma-separated (each > 0), or
     /// `auto`: fractions (rps_fractions) of the capacity measured alone.
     #[arg(long, value_name = "LIST")]
@@ -164,6 +169,10 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
     }
     if let Some(s) = &a.kernels {
         spec.kernels = spec::parse_list(s, &KernelKind::ALL, str::parse).context("--kernels")?;
+    }
+    if let Some(s) = &a.programs {
+        spec.programs =
+            spec::parse_list(s, &spec::ProgramKind::ALL, str::parse).context("--programs")?;
     }
     if let Some(s) = &a.rps {
         spec.rps = spec::parse_rps(s)?;

@@ -78,6 +78,7 @@ fn every_configuration_runs_and_is_judged() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
     a.configs = Some("all".into());
+    a.programs = Some("xz,stress-ng".into());
     Command::Bench(a).run().unwrap();
     let json = dir.path().join("out/bench.json");
     let f = ResultFile::load(&json).unwrap();
@@ -110,6 +111,20 @@ fn every_configuration_runs_and_is_judged() {
                 p.config
             );
         }
+    }
+    // the unmodified programs ran every configuration that needs no checks
+    for prog in ["xz", "stress-ng"] {
+        let cs: Vec<Config> = f
+            .points
+            .iter()
+            .filter(|p| p.batch.as_deref() == Some(prog))
+            .map(|p| p.config)
+            .collect();
+        assert!(
+            cs.contains(&Config::Naive) && cs.contains(&Config::SchedIdle),
+            "{prog}: {cs:?}"
+        );
+        assert!(cs.iter().all(|c| c.policy().is_none()), "{prog}: {cs:?}");
     }
     // every configuration sent the same requests in round 1 (common random numbers)
     let sent: Vec<u64> = f

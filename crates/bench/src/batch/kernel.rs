@@ -93,7 +93,12 @@ impl KernelProcess {
     /// thread has attached and allocated its kernel (they then wait for
     /// [`BatchRun::go`]).
     pub fn spawn(exe: &Path, plan: &BatchPlan, timeout: Duration) -> Result<KernelProcess> {
-        let BatchProgram::Kernel(kernel) = plan.program;
+        let BatchProgram::Kernel(kernel) = plan.program else {
+            return Err(BenchError::Batch(format!(
+                "{} is not a kernel",
+                plan.program
+            )));
+        };
         let n = plan.threads.len();
         if n == 0 || n > MAX_THREADS {
             return Err(BenchError::Batch(format!(
@@ -193,8 +198,8 @@ impl KernelProcess {
 }
 
 impl BatchRun for KernelProcess {
-    fn pid(&self) -> u32 {
-        self.pid
+    fn pids(&self) -> Vec<u32> {
+        vec![self.pid]
     }
 
     fn go(&self) {

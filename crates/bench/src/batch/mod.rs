@@ -4,17 +4,20 @@
 //! scheduling class, checking the signal page or not), samples at the
 //! edges of a measured window ([`BatchSample`]) and kills by pid.
 //!
-//! Programs today: elfen's batch kernels ([`kernel`]: Loop, Matrix, Flush,
+//! Programs: elfen's batch kernels ([`kernel`]: Loop, Matrix, Flush,
 //! Stream, run by the hidden `bench-batch-worker` subcommand, [`worker`]),
-//! which publish their work units. Progress of a program that cannot report
-//! units is its CPU time from `schedstat`, the same sampling the kernels'
-//! utilization uses.
+//! which publish their work units and can check the signal page; and
+//! unmodified programs from Debian packages ([`program`]: xz, stress-ng,
+//! 7zz), whose progress is measured from outside (input bytes read, or CPU
+//! time from `schedstat`).
 
 pub mod kernel;
+pub mod program;
 pub mod region;
 pub mod worker;
 
 pub use kernel::KernelProcess;
+pub use program::{ProgramKind, ProgramProcess};
 pub use worker::{WORKER_SUBCOMMAND, worker_main};
 
 use crate::error::Result;
@@ -25,18 +28,32 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A batch program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BatchProgram {
-    /// One of elfen's kernels.
+    /// One of elfen's kernels (can check the signal page).
     Kernel(KernelKind),
+    /// An unmodified program (cannot).
+    Program(ProgramKind),
 }
 
 impl BatchProgram {
-    /// Its name in results (`stream`, `matrix`, …).
+    /// Its name in results (`stream`, `matrix`, `xz`, …).
     pub fn name(&self) -> String {
         match self {
             BatchProgram::Kernel(k) => k.name().to_string(),
+            BatchProgram::Program(p) => p.name().to_string(),
         }
+    }
+
+    /// Whether it checks the signal page (the Elfen configurations need it).
+    pub fn checks(&self) -> bool {
+        matches!(self, BatchProgram::Kernel(_))
+    }
+}
+
+impl std::fmt::Display for BatchProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
     }
 }
 
@@ -197,8 +214,8 @@ pub fn executed_ns(d: &ThreadSample, elfen: bool, nap: NapChoice) -> (f64, f64, 
 /// A running batch process: started for one invocation, sampled at the
 /// window's edges, killed (by pid) and reaped on drop.
 pub trait BatchRun {
-    /// The process id.
-    fn pid(&self) -> u32;
+    /// The processes (all of them, children included).
+    fn pids(&self) -> Vec<u32>;
     /// Lets the threads start working.
     fn go(&self);
     /// Whether the process still runs.
@@ -207,11 +224,40 @@ pub trait BatchRun {
     fn sample(&self) -> BatchSample;
 }
 
-/// Starts `plan` with `exe` (the executable holding the batch worker) and
-/// waits until every thread is ready.
-pub fn spawn(exe: &Path, plan: &BatchPlan, timeout: Duration) -> Result<Box<dyn BatchRun>> {
+/// Where a batch process starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Start<'a> {
+    /// The executable holding the batch worker (kernels).
+    pub worker_exe: &'a Path,
+    /// The input file of programs that read one.
+    pub input: &'a Path,
+    /// The `cgroup.procs` file to start it in, if any.
+    pub cgroup_procs: Option<&'a Path>,
+}
+
+/// Starts `plan` and waits until every thread is ready: kernels through
+/// the worker (moved into the cgroup before they start working), programs
+/// directly (in the cgroup from `exec` on).
+pub fn spawn(at: Start, plan: &BatchPlan, timeout: Duration) -> Result<Box<dyn BatchRun>> {
     match plan.program {
-        BatchProgram::Kernel(_) => Ok(Box::new(KernelProcess::spawn(exe, plan, timeout)?)),
+        BatchProgram::Kernel(_) => {
+            let k = KernelProcess::spawn(at.worker_exe, plan, timeout)?;
+            if let Some(p) = at.cgroup_procs {
+                std::fs::write(p, k.pids()[0].to_string()).map_err(|e| {
+                    crate::error::BenchError::io(
+                        format!("moving the batch process into {}", p.display()),
+                        e,
+                    )
+                })?;
+            }
+            Ok(Box::new(k))
+        }
+        BatchProgram::Program(kind) => Ok(Box::new(ProgramProcess::spawn(
+            kind,
+            plan,
+            at.input,
+            at.cgroup_procs,
+        )?)),
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod lc;
 
+pub use crate::batch::{BatchProgram, ProgramKind};
 pub use batch::{BatchSpec, CgroupSpec, CgroupVersion};
 pub use elfen_kernels::{KERNEL_NAMES, KernelKind};
 pub use elfen_results::Config;
@@ -109,6 +110,9 @@ pub struct BenchSpec {
     pub configs: Vec<Config>,
     /// Batch kernels; every batch configuration runs once per kernel.
     pub kernels: Vec<KernelKind>,
+    /// Unmodified batch programs (`xz`, `stress-ng`, `7zz`); every
+    /// configuration that needs no checks runs once per program.
+    pub programs: Vec<ProgramKind>,
     /// Offered loads, requests per second; empty = derived from
     /// `rps_fractions` of the LC service's capacity measured alone.
     pub rps: Vec<f64>,
@@ -189,6 +193,7 @@ impl Default for BenchSpec {
         BenchSpec {
             configs: Config::ALL.into_iter().filter(|c| c.in_harness()).collect(),
             kernels: vec![KernelKind::Stream, KernelKind::Matrix],
+            programs: Vec::new(),
             rps: Vec::new(),
             rps_fractions: vec![0.25, 0.5, 0.75],
             duration_s: 1.0,
@@ -271,6 +276,22 @@ impl BenchSpec {
             }
         }
         self.kernels = ks;
+        let mut ps: Vec<ProgramKind> = Vec::new();
+        for p in &self.programs {
+            if !ps.contains(p) {
+                ps.push(*p);
+            }
+        }
+        self.programs = ps;
+    }
+
+    /// Every batch program: the kernels, then the unmodified programs.
+    pub fn batches(&self) -> Vec<BatchProgram> {
+        self.kernels
+            .iter()
+            .map(|&k| BatchProgram::Kernel(k))
+            .chain(self.programs.iter().map(|&p| BatchProgram::Program(p)))
+            .collect()
     }
 
     /// The configurations that run batch work.
@@ -297,10 +318,14 @@ impl BenchSpec {
                 harness_config_names()
             )));
         }
-        if self.configs.iter().any(|c| c.has_batch()) && self.kernels.is_empty() {
+        if self.configs.iter().any(|c| c.has_batch()) && self.batches().is_empty() {
             return Err(BenchError::Config(format!(
-                "kernels is empty but batch configurations are selected; choose from {KERNEL_NAMES}"
+                "kernels and programs are empty but batch configurations are selected; choose \
+                 kernels from {KERNEL_NAMES} or programs from xz, stress-ng, 7zz"
             )));
+        }
+        for p in &self.programs {
+            p.check()?;
         }
         for &r in &self.rps {
             check_rps(r)?;

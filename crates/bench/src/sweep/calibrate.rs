@@ -4,10 +4,10 @@
 
 use super::invocation::check_stop;
 use super::rig::Rig;
-use crate::batch::{self, BatchPlan, BatchProgram, ThreadPlan};
+use crate::batch::{self, BatchPlan, BatchProgram, Start, ThreadPlan};
 use crate::error::Result;
 use crate::load::client::measure_demand;
-use crate::spec::{BenchSpec, KernelKind, RequestsKind};
+use crate::spec::{BenchSpec, RequestsKind};
 use elfen_cmd::proc::SchedClass;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -65,16 +65,16 @@ pub fn demand_alone(rig: &Rig, stop: &AtomicBool) -> Result<DemandAlone> {
     })
 }
 
-/// Units per second of `kernel` alone on the first batch lane (no load).
+/// Units per second of `program` alone on the first batch lane (no load).
 pub fn batch_alone(
     spec: &BenchSpec,
     worker_exe: &Path,
     rig: &Rig,
-    kernel: KernelKind,
+    program: BatchProgram,
     stop: &AtomicBool,
 ) -> Result<f64> {
     let plan = BatchPlan {
-        program: BatchProgram::Kernel(kernel),
+        program,
         stream_mib: spec.batch.stream_mib,
         threads: vec![ThreadPlan {
             cpu: Some(rig.lanes.batch_cpus[0]),
@@ -84,7 +84,15 @@ pub fn batch_alone(
         nap: spec.batch.nap,
         sched: SchedClass::Other,
     };
-    let bp = batch::spawn(worker_exe, &plan, Duration::from_secs(20))?;
+    let bp = batch::spawn(
+        Start {
+            worker_exe,
+            input: &rig.batch_input,
+            cgroup_procs: None,
+        },
+        &plan,
+        Duration::from_secs(20),
+    )?;
     bp.go();
     std::thread::sleep(Duration::from_millis(spec.batch.settle_ms));
     let s0 = bp.sample();

@@ -17,9 +17,9 @@ use super::measure::{self, Measured, What};
 use super::plan::{self, PRESWEEP_ROUND};
 use super::rig::{self, Rig};
 use super::wall::{Part, WallClock};
-use crate::batch::{self, BatchPlan, BatchProgram, BatchRun, ThreadPlan};
+use crate::batch::{self, BatchPlan, BatchProgram, BatchRun, Start, ThreadPlan};
 use crate::error::{BenchError, Result};
-use crate::spec::{BenchSpec, Config, KernelKind};
+use crate::spec::{BenchSpec, Config};
 use elfen_cmd::Progress;
 use elfen_cmd::proc::SchedClass;
 use std::path::Path;
@@ -37,7 +37,7 @@ pub struct Ctx<'a> {
     /// Work scale of work requests (the demand calibration).
     pub work_scale: f64,
     /// Each kernel's units per second alone.
-    pub alone: Vec<(KernelKind, f64)>,
+    pub alone: Vec<(BatchProgram, f64)>,
 }
 
 /// Which part of the sweep an invocation belongs to.
@@ -56,8 +56,8 @@ pub enum Phase {
 pub struct Inv {
     /// The configuration.
     pub config: Config,
-    /// Its kernel (`None` for LC alone).
-    pub kernel: Option<KernelKind>,
+    /// Its batch program (`None` for LC alone).
+    pub batch: Option<BatchProgram>,
     /// The load.
     pub rps: f64,
     /// The budget policies' budget, µs.
@@ -72,7 +72,7 @@ impl Inv {
     pub fn lc_alone(rps: f64, round: u32) -> Inv {
         Inv {
             config: Config::LcAlone,
-            kernel: None,
+            batch: None,
             rps,
             budget_us: None,
             round,
@@ -90,7 +90,7 @@ pub fn check_stop(stop: &AtomicBool) -> Result<()> {
 }
 
 /// The threads and class a configuration's batch process runs with.
-pub fn batch_plan(spec: &BenchSpec, rig: &Rig, config: Config, kernel: KernelKind) -> BatchPlan {
+pub fn batch_plan(spec: &BenchSpec, rig: &Rig, config: Config, program: BatchProgram) -> BatchPlan {
     let l = &rig.lanes;
     let pinned = |cpus: Vec<u32>| -> Vec<ThreadPlan> {
         cpus.into_iter()
@@ -126,7 +126,7 @@ pub fn batch_plan(spec: &BenchSpec, rig: &Rig, config: Config, kernel: KernelKin
         c => unreachable!("{c} runs no batch in the harness (validated)"),
     };
     BatchPlan {
-        program: BatchProgram::Kernel(kernel),
+        program,
         stream_mib: spec.batch.stream_mib,
         threads,
         page: config
@@ -144,7 +144,7 @@ fn start_batch(
     ctx: &Ctx,
     rig: &Rig,
     config: Config,
-    kernel: KernelKind,
+    program: BatchProgram,
     budget_us: Option<f64>,
 ) -> Result<Box<dyn BatchRun>> {
     let policy = config
@@ -152,16 +152,22 @@ fn start_batch(
         .unwrap_or(elfen_policy::PolicyKind::Unmanaged);
     let budget_ns = budget_us.map(|b| (b * 1e3).round() as u64).unwrap_or(0);
     rig::configure_page(rig, policy.id(), budget_ns, ctx.spec.batch.nap.id())?;
-    let plan = batch_plan(ctx.spec, rig, config, kernel);
-    let bp = batch::spawn(ctx.worker_exe, &plan, Duration::from_secs(20))?;
+    let plan = batch_plan(ctx.spec, rig, config, program);
     let cgroup = match config {
         Config::Cpuset => rig.cgroups.cpuset.as_ref(),
         Config::CfsQuota => rig.cgroups.quota.as_ref(),
         _ => None,
     };
-    if let Some(g) = cgroup {
-        rig.cgroups.add_process(g, bp.pid())?;
-    }
+    let procs = cgroup.map(|g| rig.cgroups.procs_file(g)).transpose()?;
+    let bp = batch::spawn(
+        Start {
+            worker_exe: ctx.worker_exe,
+            input: &rig.batch_input,
+            cgroup_procs: procs.as_deref(),
+        },
+        &plan,
+        Duration::from_secs(20),
+    )?;
     bp.go();
     Ok(bp)
 }
@@ -184,7 +190,7 @@ pub fn run_measured(
 ) -> Result<Measured> {
     check_stop(ctx.stop)?;
     let spec = ctx.spec;
-    let what = match inv.kernel {
+    let what = match inv.batch {
         Some(k) => format!("{} · {k} @ {:.0} rps", inv.config, inv.rps),
         None => format!("{} @ {:.0} rps", inv.config, inv.rps),
     };
@@ -260,7 +266,7 @@ fn attempt(
     seed: u64,
 ) -> Result<Measured> {
     let t0 = Instant::now();
-    let mut bp = match inv.kernel {
+    let mut bp = match inv.batch {
         Some(k) => {
             let bp = start_batch(ctx, rig, inv.config, k, inv.budget_us)?;
             std::thread::sleep(Duration::from_millis(ctx.spec.batch.settle_ms));
@@ -271,7 +277,7 @@ fn attempt(
     let started = t0.elapsed();
     let plan = plan::invocation_plan(ctx.spec, &rig.set, ctx.work_scale, inv.rps, seed);
     let alone = inv
-        .kernel
+        .batch
         .and_then(|k| ctx.alone.iter().find(|(a, _)| *a == k).map(|(_, u)| *u));
     let m = measure::run_rep(
         ctx.spec,
@@ -279,7 +285,7 @@ fn attempt(
         &mut bp,
         What {
             config: inv.config,
-            kernel: inv.kernel,
+            batch: inv.batch,
             budget_us: inv.budget_us,
         },
         &plan,

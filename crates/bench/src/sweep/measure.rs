@@ -11,7 +11,7 @@ use crate::load::client::{
     Edge, InvocationPlan, InvocationResult, latency_buckets, run_invocation,
 };
 use crate::load::{encode_histogram, percentiles_us};
-use crate::spec::{BenchSpec, Config, KernelKind, LcSignal};
+use crate::spec::{BatchProgram, BenchSpec, Config, LcSignal};
 use elfen_cmd::proc::{self, MachineTicks};
 use elfen_results::{BatchTimes, Distribution, LatencyBreakdown, MeasuredRep, Rep, Utilization};
 use elfen_runtime::NapChoice;
@@ -63,8 +63,8 @@ pub struct Measured {
 pub struct What {
     /// The configuration.
     pub config: Config,
-    /// Its kernel.
-    pub kernel: Option<KernelKind>,
+    /// Its batch program.
+    pub batch: Option<BatchProgram>,
     /// The budget policies' budget, µs.
     pub budget_us: Option<f64>,
 }
@@ -101,7 +101,9 @@ pub fn run_rep(
             batch: bp.as_ref().map(|b| b.sample()),
             machine: MachineTicks::now(),
             own_ticks: proc::process_ticks(me)
-                + bp.as_ref().map_or(0, |b| proc::process_ticks(b.pid()))
+                + bp.as_ref().map_or(0, |b| {
+                    b.pids().into_iter().map(proc::process_ticks).sum::<u64>()
+                })
                 + service_pid.map_or(0, proc::process_ticks),
         });
         if edge == Edge::End {
@@ -111,9 +113,9 @@ pub fn run_rep(
     if let Some(b) = bp.as_mut() {
         if !b.alive() {
             return Err(BenchError::Batch(format!(
-                "the {} batch process (pid {}) died during the invocation",
+                "the {} batch process (pids {:?}) died during the invocation",
                 what.config,
-                b.pid()
+                b.pids()
             )));
         }
     }

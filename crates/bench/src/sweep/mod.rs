@@ -36,7 +36,7 @@ pub mod wall;
 
 use crate::error::{BenchError, Result};
 use crate::load::client::latency_buckets;
-use crate::spec::{BenchSpec, Config, KernelKind};
+use crate::spec::{BatchProgram, BenchSpec, Config};
 use elfen_cmd::Progress;
 use elfen_results::{
     BatchInfo, BudgetInfo, ChaseInfo, LanesInfo, LcInfo, PreSweepPoint, ResultFile, Run, SloInfo,
@@ -87,7 +87,7 @@ struct Sweep<'a> {
     progress: Progress,
     wall: WallClock,
     ctx_scale: f64,
-    alone: Vec<(KernelKind, f64)>,
+    alone: Vec<(BatchProgram, f64)>,
 }
 
 impl Sweep<'_> {
@@ -177,7 +177,7 @@ impl Sweep<'_> {
             return Ok(());
         }
         let t = Instant::now();
-        for &k in &spec.kernels {
+        for k in spec.batches() {
             self.progress.say(&format!(
                 "measuring {k} alone on cpu {} ...",
                 self.rig.lanes.batch_cpus[0]
@@ -240,17 +240,17 @@ impl Sweep<'_> {
             .into_iter()
             .filter(|c| !skipped.contains(c))
             .collect();
-        let slots = plan::round_slots(&configs, &spec.kernels);
+        let slots = plan::round_slots(&configs, &spec.batches());
         let mut accs: Vec<PointAcc> = Vec::new();
         for &r in rps {
             let first = accs.len();
             accs.extend(slots.iter().map(|&(c, k)| PointAcc::new(c, k, r)));
             let mut budget = self.opts.spec.budget_us.value();
             for (round, i) in plan::interleaved(slots.len(), self.opts.spec.reps) {
-                let (config, kernel) = slots[i];
+                let (config, batch) = slots[i];
                 let inv = Inv {
                     config,
-                    kernel,
+                    batch,
                     rps: r,
                     budget_us: config.uses_budget().then(|| budget.unwrap_or(0.0)),
                     round,
@@ -412,9 +412,13 @@ fn sweep_phases(sw: &mut Sweep) -> Result<bool> {
     } else {
         rps.len() * PRESWEEP_REPS as usize
     };
-    let skipped = sw.run_info().skipped.len();
-    let slots = plan::round_slots(&spec.batch_configs(), &spec.kernels).len()
-        - skipped * spec.kernels.len();
+    let skipped: Vec<Config> = sw.run_info().skipped.iter().map(|s| s.config).collect();
+    let configs: Vec<Config> = spec
+        .batch_configs()
+        .into_iter()
+        .filter(|c| !skipped.contains(c))
+        .collect();
+    let slots = plan::round_slots(&configs, &spec.batches()).len();
     sw.progress.count(
         presweep + rps.len() * slots * spec.reps as usize,
         spec.duration_s + spec.warmup_s + 0.15,

@@ -5,7 +5,7 @@
 use crate::lc::requests::RequestSet;
 use crate::load::client::InvocationPlan;
 use crate::load::poisson_offsets;
-use crate::spec::{BenchSpec, Config, KernelKind};
+use crate::spec::{BatchProgram, BenchSpec, Config};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::sync::Arc;
@@ -71,17 +71,20 @@ pub fn invocation_seed(seed: u64, rps: f64, round: u32) -> u64 {
     mix64(mix64(seed ^ mix64(rps.to_bits())) ^ u64::from(round))
 }
 
-/// One (configuration, kernel) of a load: `lc_alone` has no kernel.
-pub type Slot = (Config, Option<KernelKind>);
+/// One (configuration, batch program) of a load: `lc_alone` has none.
+pub type Slot = (Config, Option<BatchProgram>);
 
-/// The (configuration, kernel) pairs of one round at a load, in the order
-/// they run: `lc_alone` first (the budget policies' budget comes from its
-/// round-1 invocation), then every batch configuration with each kernel.
-pub fn round_slots(batch_configs: &[Config], kernels: &[KernelKind]) -> Vec<Slot> {
+/// The (configuration, batch program) pairs of one round at a load, in the
+/// order they run: `lc_alone` first (the budget policies' budget comes from
+/// its round-1 invocation), then every batch configuration with each
+/// program — the Elfen configurations only with programs that check.
+pub fn round_slots(batch_configs: &[Config], batches: &[BatchProgram]) -> Vec<Slot> {
     let mut v: Vec<Slot> = vec![(Config::LcAlone, None)];
-    for &k in kernels {
+    for &b in batches {
         for &c in batch_configs.iter().filter(|c| c.has_batch()) {
-            v.push((c, Some(k)));
+            if c.policy().is_none() || b.checks() {
+                v.push((c, Some(b)));
+            }
         }
     }
     v
@@ -191,17 +194,27 @@ mod tests {
     #[test]
     fn rounds_interleave_every_configuration_with_lc_alone_first() {
         let cfgs = [Config::Naive, Config::BorrowIdle, Config::LcAlone];
-        let ks = [KernelKind::Stream, KernelKind::Matrix];
+        use crate::spec::{KernelKind, ProgramKind};
+        let ks = [
+            BatchProgram::Kernel(KernelKind::Stream),
+            BatchProgram::Kernel(KernelKind::Matrix),
+        ];
         let slots = round_slots(&cfgs, &ks);
         assert_eq!(
             slots,
             vec![
                 (Config::LcAlone, None),
-                (Config::Naive, Some(KernelKind::Stream)),
-                (Config::BorrowIdle, Some(KernelKind::Stream)),
-                (Config::Naive, Some(KernelKind::Matrix)),
-                (Config::BorrowIdle, Some(KernelKind::Matrix)),
+                (Config::Naive, Some(ks[0])),
+                (Config::BorrowIdle, Some(ks[0])),
+                (Config::Naive, Some(ks[1])),
+                (Config::BorrowIdle, Some(ks[1])),
             ]
+        );
+        // unmodified programs cannot run the Elfen configurations
+        let xz = BatchProgram::Program(ProgramKind::Xz);
+        assert_eq!(
+            round_slots(&cfgs, &[xz]),
+            vec![(Config::LcAlone, None), (Config::Naive, Some(xz))]
         );
         let order = interleaved(slots.len(), 3);
         assert_eq!(order.len(), 15);

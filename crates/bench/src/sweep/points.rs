@@ -5,14 +5,14 @@
 use super::measure::Measured;
 use crate::lc::builtin::idle_buckets;
 use crate::load::client::latency_buckets;
-use crate::spec::{Config, KernelKind};
+use crate::spec::{BatchProgram, Config};
 use elfen_results::{Distribution, Point, Rep, Summary};
 
 /// The invocations of one point collected so far.
 #[derive(Debug, Clone)]
 pub struct PointAcc {
     config: Config,
-    kernel: Option<KernelKind>,
+    batch: Option<BatchProgram>,
     rps: f64,
     /// Finished invocations.
     pub reps: Vec<Rep>,
@@ -22,10 +22,10 @@ pub struct PointAcc {
 
 impl PointAcc {
     /// An empty point.
-    pub fn new(config: Config, kernel: Option<KernelKind>, rps: f64) -> PointAcc {
+    pub fn new(config: Config, batch: Option<BatchProgram>, rps: f64) -> PointAcc {
         PointAcc {
             config,
-            kernel,
+            batch,
             rps,
             reps: Vec::new(),
             idle: None,
@@ -46,7 +46,7 @@ impl PointAcc {
         Point {
             config: self.config,
             label: None,
-            batch: self.kernel.map(|k| k.name().to_string()),
+            batch: self.batch.map(|b| b.name()),
             rps_target: self.rps,
             summary: Summary::of(&self.reps, slo_us),
             reps: self.reps.clone(),
@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn an_interrupted_sweep_keeps_its_partial_points() {
-        let mut accs: Vec<PointAcc> = round_slots(&[Config::BorrowIdle], &[KernelKind::Stream])
+        let stream = BatchProgram::Kernel(crate::spec::KernelKind::Stream);
+        let mut accs: Vec<PointAcc> = round_slots(&[Config::BorrowIdle], &[stream])
             .iter()
             .map(|&(c, k)| PointAcc::new(c, k, 800.0))
             .collect();

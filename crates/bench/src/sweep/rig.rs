@@ -63,13 +63,17 @@ pub struct Cgroups {
 }
 
 impl Cgroups {
-    /// Moves process `pid` into `group`.
-    pub fn add_process(&self, group: &Group, pid: u32) -> Result<()> {
+    /// The `cgroup.procs` file a process joins `group` through.
+    pub fn procs_file(&self, group: &Group) -> Result<std::path::PathBuf> {
         let ex = self
             .executor
             .as_ref()
             .expect("groups come with their executor");
-        Ok(ex.add_process(group, pid)?)
+        let ctl = group.controllers()[0];
+        Ok(ex
+            .hierarchy()
+            .group_dir(ctl, group.path())?
+            .join("cgroup.procs"))
     }
 }
 
@@ -87,6 +91,8 @@ pub struct Rig {
     pub set: Arc<RequestSet>,
     /// Where the load generator runs.
     pub generator: GeneratorPlace,
+    /// The input file of batch programs that read one.
+    pub batch_input: std::path::PathBuf,
 }
 
 impl Rig {
@@ -202,12 +208,30 @@ pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
             },
             lanes,
             set: Arc::new(set),
+            batch_input: batch_input(spec)?,
         },
         prepared: Some(prepared),
         skipped,
         generator_sched,
         notes,
     })
+}
+
+/// The input file of the unmodified programs that read one (`xz`): 128
+/// MiB of pseudo-text, made once and reused from the user's cache
+/// directory (`$XDG_CACHE_HOME/elfen` or `~/.cache/elfen`).
+fn batch_input(spec: &BenchSpec) -> Result<std::path::PathBuf> {
+    use crate::batch::program::{ProgramKind, input_path, make_input};
+    let dir = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("elfen");
+    let path = input_path(&dir);
+    if spec.programs.contains(&ProgramKind::Xz) {
+        make_input(&path, 128 << 20)?;
+    }
+    Ok(path)
 }
 
 /// Starts the LC service on the rig.
