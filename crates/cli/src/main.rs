@@ -1,6 +1,7 @@
 //! `elfen`: the command-line entry point. A thin main: each crate owns its
-//! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`) and
-//! this file only dispatches to them and prints errors.
+//! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`,
+//! `elfen_bpf::cli`) and this file only dispatches to them and prints
+//! errors.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +23,8 @@ enum Cmd {
     Bench(elfen_bench::cli::Command),
     #[command(flatten)]
     Sim(elfen_sim::cli::Command),
+    #[command(flatten)]
+    Bpf(elfen_bpf::cli::Command),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
         Cmd::Micro(c) => c.run(),
         Cmd::Bench(c) => c.run(),
         Cmd::Sim(c) => c.run(),
+        Cmd::Bpf(c) => c.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -23,7 +23,7 @@ pub enum Config {
     /// them whenever an LC thread wakes on their lane.
     SchedIdle,
     /// Batch confined to the batch lanes by a cpuset cgroup (restricting
-    /// cores).
+    /// cores); on SMT cores, the paper's naive co-location on the sibling.
     Cpuset,
     /// Batch on every lane, capped by a CFS bandwidth quota (restricting
     /// cycles).
@@ -105,9 +105,10 @@ impl Config {
         !matches!(self, Config::StaticPartition | Config::BlindIsolation)
     }
 
-    /// Whether `elfen sim` models it.
+    /// Whether `elfen sim` models it (not equal-priority time-sharing of
+    /// the request lane, nor CFS bandwidth control).
     pub fn in_simulator(self) -> bool {
-        !matches!(self, Config::Cpuset | Config::CfsQuota)
+        !matches!(self, Config::Naive | Config::CfsQuota)
     }
 
     /// One line saying what it is (shared by `--help`, reports and docs;
@@ -121,7 +122,9 @@ impl Config {
             Config::SchedIdle => {
                 "batch at SCHED_IDLE on every lane, no checks: the OS preempts it when the LC wakes"
             }
-            Config::Cpuset => "batch confined to the batch lanes by a cpuset cgroup, no checks",
+            Config::Cpuset => {
+                "batch confined to the batch lanes (a cpuset), no checks: on SMT cores the paper's naive co-location on the sibling lane"
+            }
             Config::CfsQuota => "batch on every lane, capped by a CFS bandwidth quota, no checks",
             Config::StaticPartition => "batch owns whole cores, the LC the others",
             Config::BlindIsolation => {

@@ -418,20 +418,24 @@ pub fn points_table(file: &ResultFile) -> String {
     );
     for p in &file.points {
         let s_ = &p.summary;
-        let lat = |k: &str| s_.latency_us[k].median / 1e3;
-        let u = |k: &str| s_.utilization[k].median;
+        let l = &s_.latency_us;
+        let (u_lc, u_bat, u_tot) = (
+            s_.utilization.lc.median,
+            s_.utilization.batch.median,
+            s_.utilization.total.median,
+        );
         let _ = writeln!(
             s,
             "{:<18} {:<7} {:>9.1} {:>9.2} {:>9.2} {:>9.2} {:>6.3} {:>6.3} {:>6.3} {:>8} {:>4}",
-            p.config,
+            p.series_name(),
             p.batch.as_deref().unwrap_or("-"),
             p.rps_target,
-            lat("p50"),
-            lat("p99"),
-            lat("p999"),
-            u("lc"),
-            u("batch"),
-            u("total"),
+            l.p50.median / 1e3,
+            l.p99.median / 1e3,
+            l.p999.median / 1e3,
+            u_lc,
+            u_bat,
+            u_tot,
             s_.batch_progress
                 .map_or("-".to_string(), |b| format!("{:.3}", b.median)),
             match s_.slo_met {

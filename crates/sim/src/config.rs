@@ -17,7 +17,7 @@
 //! [load]
 //! rps = [20, 40, 60, 80, 100, 120]
 //! [[configs]]
-//! kind = "alone"
+//! kind = "lc_alone"
 //! [[configs]]
 //! kind = "fixed_budget"
 //! budget_from_slo = true     # budget = SLO - p99 of LC alone at the same load
@@ -316,57 +316,19 @@ impl LoadSpec {
     }
 }
 
-/// The configurations the simulator compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConfigKind {
-    /// LC alone: no batch work (SMT lanes unused).
-    Alone,
-    /// Naive co-run: batch always runs on the batch lanes (`unmanaged` policy).
-    Naive,
-    /// Elfen borrow idle (Fig. 9a).
-    BorrowIdle,
-    /// Elfen fixed budget (Fig. 9b).
-    FixedBudget,
-    /// Elfen refresh budget (Fig. 9c).
-    RefreshBudget,
-    /// Elfen dynamic refresh (Fig. 9d).
-    DynamicRefresh,
-    /// Batch owns `batch_cores` whole cores, the LC the rest.
-    StaticPartition,
-    /// Batch at SCHED_IDLE on every lane (see `docs/simulator.md`).
-    OsPriority,
-    /// PerfIso CPU blind isolation with `buffer_cores`.
-    BlindIsolation,
-}
+/// The configurations, in the workspace's one vocabulary
+/// ([`elfen_results::Config`]); the simulator models those with
+/// [`elfen_results::Config::in_simulator`].
+pub use elfen_results::Config as ConfigKind;
 
-impl ConfigKind {
-    /// The default series name (`Point.config`); `alone` is `lc_alone` as in
-    /// the harness.
-    pub fn default_name(self) -> &'static str {
-        match self {
-            ConfigKind::Alone => "lc_alone",
-            ConfigKind::Naive => "naive",
-            ConfigKind::BorrowIdle => "borrow_idle",
-            ConfigKind::FixedBudget => "fixed_budget",
-            ConfigKind::RefreshBudget => "refresh_budget",
-            ConfigKind::DynamicRefresh => "dynamic_refresh",
-            ConfigKind::StaticPartition => "static_partition",
-            ConfigKind::OsPriority => "os_priority",
-            ConfigKind::BlindIsolation => "blind_isolation",
-        }
-    }
-
-    /// The Elfen policy this configuration runs on its batch lanes, if any.
-    pub fn policy(self) -> Option<PolicyKind> {
-        Some(match self {
-            ConfigKind::Naive => PolicyKind::Unmanaged,
-            ConfigKind::BorrowIdle => PolicyKind::BorrowIdle,
-            ConfigKind::FixedBudget => PolicyKind::FixedBudget,
-            ConfigKind::RefreshBudget => PolicyKind::RefreshBudget,
-            ConfigKind::DynamicRefresh => PolicyKind::DynamicRefresh,
-            _ => return None,
-        })
+/// The Elfen policy configuration `kind` runs on its batch lanes in the
+/// simulator: the four policies, and `unmanaged` for `cpuset` (batch always
+/// runs on the batch lanes — the paper's naive co-location on the SMT
+/// sibling).
+pub fn sim_policy(kind: ConfigKind) -> Option<PolicyKind> {
+    match kind {
+        ConfigKind::Cpuset => Some(PolicyKind::Unmanaged),
+        k => k.policy(),
     }
 }
 
@@ -376,7 +338,7 @@ impl ConfigKind {
 pub struct ConfigSpec {
     /// Which configuration.
     pub kind: ConfigKind,
-    /// Series name in the result file (default: [`ConfigKind::default_name`]).
+    /// Series name in the result file (default: the configuration's name).
     #[serde(default)]
     pub name: Option<String>,
     /// Batch kind for this configuration (default `[batch].kind`).
@@ -673,20 +635,27 @@ impl SimConfig {
         slo: Option<f64>,
     ) -> Result<Config, SimError> {
         let f = |name: &str| format!("configs[{i}].{name}");
-        let name = c
-            .name
-            .clone()
-            .unwrap_or_else(|| c.kind.default_name().to_string());
+        if !c.kind.in_simulator() {
+            return Err(invalid(
+                f("kind"),
+                format!(
+                    "{} is not modelled by the simulator ({}); the harness runs it: elfen bench",
+                    c.kind,
+                    c.kind.definition()
+                ),
+            ));
+        }
+        let name = c.name.clone().unwrap_or_else(|| c.kind.name().to_string());
         if name.trim().is_empty() {
             return Err(invalid(f("name"), "must not be empty"));
         }
-        let policy_kind = c.kind.policy();
+        let policy_kind = sim_policy(c.kind);
         let uses_budget = policy_kind.is_some_and(|k| k.uses_budget());
         let not_for = |field: &str, set: bool| -> Result<(), SimError> {
             if set {
                 Err(invalid(
                     f(field),
-                    format!("does not apply to kind = {:?}", c.kind.default_name()),
+                    format!("does not apply to kind = {:?}", c.kind.name()),
                 ))
             } else {
                 Ok(())
@@ -705,9 +674,9 @@ impl SimConfig {
             "batch_cores",
             c.kind != ConfigKind::StaticPartition && c.batch_cores.is_some(),
         )?;
-        not_for("batch", c.kind == ConfigKind::Alone && c.batch.is_some())?;
+        not_for("batch", c.kind == ConfigKind::LcAlone && c.batch.is_some())?;
 
-        let batch = if c.kind == ConfigKind::Alone {
+        let batch = if c.kind == ConfigKind::LcAlone {
             None
         } else {
             let (field, kind) = match &c.batch {
@@ -723,7 +692,7 @@ impl SimConfig {
                 "topology.smt_ways",
                 format!(
                     "must be >= 2 for configs[{i}] (kind = {:?} runs batch on the batch lanes), got {}",
-                    c.kind.default_name(),
+                    c.kind.name(),
                     topo.server.smt_ways
                 ),
             ));
@@ -750,7 +719,7 @@ impl SimConfig {
                         f("budget_us"),
                         format!(
                             "is required for kind = {:?} (or set budget_from_slo = true)",
-                            c.kind.default_name()
+                            c.kind.name()
                         ),
                     ));
                 }

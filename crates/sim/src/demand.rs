@@ -276,15 +276,10 @@ pub fn load_empirical(path: &Path) -> Result<Empirical, SimError> {
     })?;
     if v.get("schema").is_some() {
         let f = ResultFile::load(path)?;
-        let d = f
-            .distributions
-            .get("demand")
-            .ok_or_else(|| SimError::File {
-                path: what.clone(),
-                problem: "result file has no distributions[\"demand\"] (the LC service's demand \
-                      measured alone)"
-                    .into(),
-            })?;
+        let d = f.demand.as_ref().ok_or_else(|| SimError::File {
+            path: what.clone(),
+            problem: "result file has no demand (the LC service's demand measured alone)".into(),
+        })?;
         return Empirical::from_distribution(d, &what);
     }
     let d: Distribution = serde_json::from_value(v).map_err(|e| SimError::File {

@@ -23,7 +23,7 @@
 //!   `nap_ns`, then **naps** (lane released). A napping lane is woken when its
 //!   request lane goes idle, resumes `wake_ns` later and checks again.
 //! * Baselines: `Alone` (batch lanes unused), `StaticPartition` (batch owns
-//!   whole cores, the LC the rest), `OsPriority` (batch at SCHED_IDLE on every
+//!   whole cores, the LC the rest), `SchedIdle` (batch at SCHED_IDLE on every
 //!   lane, never steps aside on batch lanes; a request arriving at an idle
 //!   request lane waits `os_preempt_ns` for the OS to preempt the batch
 //!   thread there), `Blind` (PerfIso's law over whole cores, reacting after
@@ -73,7 +73,7 @@ pub enum Mode {
     /// Batch threads at SCHED_IDLE on every lane: batch lanes always co-run;
     /// the request lane runs batch while idle and is taken back by the OS
     /// `os_preempt_ns` after a request arrives.
-    OsPriority,
+    SchedIdle,
     /// PerfIso CPU blind isolation over whole worker cores.
     Blind(BlindIsolation),
 }
@@ -87,7 +87,7 @@ impl Mode {
             Mode::Alone => 0,
             Mode::Elfen(_) => w * (n - 1),
             Mode::StaticPartition { batch_cores } => batch_cores * n,
-            Mode::OsPriority | Mode::Blind(_) => w * n,
+            Mode::SchedIdle | Mode::Blind(_) => w * n,
         }
     }
 }
@@ -294,7 +294,7 @@ struct Engine<'a> {
     budget_signals: bool,
     /// Dynamic refresh: the LC's IPC alone; it observes `ref / factor` while co-running.
     dyn_ref_ipc: Option<f64>,
-    os_priority: bool,
+    sched_idle: bool,
     blind: Option<BlindState>,
     /// Policy-managed batch lanes per core.
     nb: usize,
@@ -346,13 +346,13 @@ impl<'a> Engine<'a> {
             Mode::Elfen(cfg) => (s.worker_cores, (n - 1) as usize, Some(cfg)),
             // The batch lanes' threads never step aside: the OS does not know
             // about the request lane. Same state machine as naive co-run.
-            Mode::OsPriority => (
+            Mode::SchedIdle => (
                 s.worker_cores,
                 (n - 1) as usize,
                 Some(PolicyConfig::simple(PolicyKind::Unmanaged)),
             ),
         };
-        let os_priority = matches!(spec.mode, Mode::OsPriority);
+        let sched_idle = matches!(spec.mode, Mode::SchedIdle);
         let total = spec.warmup_requests + spec.requests;
         let mut cores = Vec::with_capacity(lc_cores as usize);
         let mut lanes = Vec::with_capacity(lc_cores as usize * nb);
@@ -366,7 +366,7 @@ impl<'a> Engine<'a> {
                 active: nb as u32,
                 epoch: 0,
                 idle_since: 0,
-                rl_batch: os_priority,
+                rl_batch: sched_idle,
                 dirty: false,
             });
             if let Some(cfg) = policy {
@@ -382,7 +382,7 @@ impl<'a> Engine<'a> {
             }
         }
         let mut batch_alone = (lc_cores as usize * nb) as u64;
-        if os_priority {
+        if sched_idle {
             batch_alone += u64::from(lc_cores);
         }
         if let Mode::StaticPartition { batch_cores } = spec.mode {
@@ -404,7 +404,7 @@ impl<'a> Engine<'a> {
             batch_threads: spec.mode.batch_threads(s),
             budget_signals,
             dyn_ref_ipc,
-            os_priority,
+            sched_idle,
             blind: None,
             nb,
             now: 0,
@@ -583,7 +583,7 @@ impl<'a> Engine<'a> {
     fn dispatch(&mut self, r: Req) {
         if let Some(c) = self.free.pop() {
             let c = c as usize;
-            if self.os_priority && self.timing.os_preempt_ns > 0 {
+            if self.sched_idle && self.timing.os_preempt_ns > 0 {
                 let core = &mut self.cores[c];
                 core.state = ReqState::Starting;
                 core.req = r;
@@ -654,7 +654,7 @@ impl<'a> Engine<'a> {
         } else {
             let core = &mut self.cores[c];
             core.idle_since = now;
-            if self.os_priority {
+            if self.sched_idle {
                 core.rl_batch = true;
                 self.batch_alone += 1;
             }

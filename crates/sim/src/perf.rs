@@ -221,7 +221,7 @@ pub fn run_perf(opts: &PerfOptions) -> Result<PerfOutput, SimError> {
                 .points
                 .iter()
                 .flat_map(|p| &p.reps)
-                .map(|r| r.extra.get("sim_events").copied().unwrap_or(0.0) as u64)
+                .filter_map(|r| r.simulated.map(|s| s.events))
                 .sum();
         }
         Some(SweepPerf {

@@ -17,7 +17,7 @@
 use crate::config::{Experiment, SimConfig};
 use crate::error::SimError;
 use crate::sweep::RunOptions;
-use elfen_results::{Point, ResultFile};
+use elfen_results::{Config, Point, ResultFile, study};
 use serde::Serialize;
 use std::path::Path;
 
@@ -95,12 +95,13 @@ pub struct ReproOutput {
     pub results: Vec<ResultFile>,
 }
 
-/// `(load, value)` pairs of a series.
-fn series(f: &ResultFile, config: &str, get: impl Fn(&Point) -> f64) -> Vec<(f64, f64)> {
+/// `(load, value)` pairs of the series named `name` (a label, or a
+/// configuration's name).
+fn series(f: &ResultFile, name: &str, get: impl Fn(&Point) -> f64) -> Vec<(f64, f64)> {
     let mut v: Vec<(f64, f64)> = f
         .points
         .iter()
-        .filter(|p| p.config == config)
+        .filter(|p| p.series_name() == name)
         .map(|p| (p.rps_target, get(p)))
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -108,10 +109,13 @@ fn series(f: &ResultFile, config: &str, get: impl Fn(&Point) -> f64) -> Vec<(f64
 }
 
 fn p99_ms(p: &Point) -> f64 {
-    p.summary.latency_us["p99"].median / 1e3
+    p.summary.latency_us.p99.median / 1e3
 }
-fn util(key: &'static str) -> impl Fn(&Point) -> f64 {
-    move |p: &Point| p.summary.utilization[key].median
+fn util_lc(p: &Point) -> f64 {
+    p.summary.utilization.lc.median
+}
+fn util_total(p: &Point) -> f64 {
+    p.summary.utilization.total.median
 }
 
 /// The load at which an increasing latency series first reaches `target`
@@ -143,28 +147,6 @@ pub fn value_at(s: &[(f64, f64)], x: f64) -> Option<f64> {
         }
     }
     s.last().map(|l| l.1)
-}
-
-/// The share of a histogram's total (by its per-bucket sums) in values up to
-/// `x`, counting the bucket holding `x` in proportion.
-pub fn share_below(d: &elfen_results::Distribution, x: f64) -> Option<f64> {
-    if d.sums.len() != d.counts.len() {
-        return None;
-    }
-    let total: f64 = d.sums.iter().sum();
-    if total <= 0.0 {
-        return None;
-    }
-    let mut below = 0.0;
-    for (i, s) in d.sums.iter().enumerate() {
-        let (lo, hi) = (d.edges[i], d.edges[i + 1]);
-        if hi <= x {
-            below += s;
-        } else if lo < x {
-            below += s * (x - lo) / (hi - lo);
-        }
-    }
-    Some(below / total)
 }
 
 fn at(s: &[(f64, f64)], x: f64) -> f64 {
@@ -236,8 +218,8 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
     let one = "one 2-way SMT core";
     let slo_ms = 100.0;
     let alone_p99 = series(&core, "lc_alone", p99_ms);
-    let alone_lc = series(&core, "lc_alone", util("lc"));
-    let alone_tot = series(&core, "lc_alone", util("total"));
+    let alone_lc = series(&core, "lc_alone", util_lc);
+    let alone_tot = series(&core, "lc_alone", util_total);
     let knee = crossing(&alone_p99, slo_ms);
     let k = knee.unwrap_or(0.0);
     row(
@@ -267,7 +249,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         one,
         "Naive co-run with the IPC-0.01 co-runner: load with LC alone's p99 at 100 RPS",
         "~40 RPS (Fig. 4)",
-        fmt_rps(crossing(&series(&core, "naive_pause", p99_ms), p99_100)),
+        fmt_rps(crossing(&series(&core, "cpuset_pause", p99_ms), p99_100)),
         "`pause` slowdown (1.53) is calibrated to this row",
     );
     row(
@@ -276,12 +258,12 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         "far left of LC alone (Fig. 4)",
         format!(
             "{} (LC alone: {})",
-            fmt_rps(crossing(&series(&core, "naive", p99_ms), slo_ms)),
+            fmt_rps(crossing(&series(&core, "cpuset", p99_ms), slo_ms)),
             fmt_rps(knee)
         ),
         "`loop` slowdown 1.7 is an assumption",
     );
-    let bi_tot = series(&core, "borrow_idle", util("total"));
+    let bi_tot = series(&core, "borrow_idle", util_total);
     let gain_at = |load: f64| Some(value_at(&bi_tot, load)? - value_at(&alone_tot, load)?);
     for (load, paper) in [
         (20.0, "+0.90 (\"90% at low load\")"),
@@ -309,8 +291,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
             &note,
         );
     }
-    let bi_progress = core
-        .series("borrow_idle", Some("loop"))
+    let bi_progress = study::config_series(&core, Config::BorrowIdle, Some("loop"))
         .into_iter()
         .find(|p| p.rps_target == 80.0)
         .and_then(|p| p.summary.batch_progress)
@@ -325,12 +306,11 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ),
         "the model's batch never idles on its own; the paper attributes its smaller slowdown to DaCapo's own idle time",
     );
-    let idle_share = core
-        .series("lc_alone", None)
+    let idle_share = study::config_series(&core, Config::LcAlone, None)
         .into_iter()
         .find(|p| p.rps_target == 120.0)
-        .and_then(|p| p.distributions.get("idle_periods"))
-        .and_then(|d| share_below(d, 15_000.0));
+        .and_then(|p| p.idle_periods.as_ref())
+        .and_then(|d| study::share_below(d, 15_000.0));
     row(
         one,
         "LC alone at 120 RPS: share of request-lane idle time in idle periods <= 15 ms",
@@ -359,7 +339,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ("dynamic_refresh", "1.5"),
     ] {
         let p99 = series(&core, cfg, p99_ms);
-        let u = series(&core, cfg, util("total"));
+        let u = series(&core, cfg, util_total);
         let best = p99
             .iter()
             .zip(&u)
@@ -382,7 +362,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         "- (the paper rules OS scheduling out as too coarse)",
         format!(
             "{} at utilization 2.0",
-            fmt_rps(crossing(&series(&core, "os_priority", p99_ms), slo_ms))
+            fmt_rps(crossing(&series(&core, "sched_idle", p99_ms), slo_ms))
         ),
         "batch lane never steps aside; 6 µs preemption on the request lane",
     );
@@ -402,7 +382,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ),
         "shared queue: short requests pass long ones on other cores",
     );
-    let c_bi = series(&chip, "borrow_idle", util("total"));
+    let c_bi = series(&chip, "borrow_idle", util_total);
     let upto: Vec<f64> = c_bi
         .iter()
         .filter(|(l, _)| c_knee.is_none_or(|k| *l <= k))
@@ -434,7 +414,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ),
         "no sleep states, queue contention or memory-bandwidth interference modelled",
     );
-    let dr_u = series(&chip, "dynamic_refresh", util("total"));
+    let dr_u = series(&chip, "dynamic_refresh", util_total);
     let dr_p = series(&chip, "dynamic_refresh", p99_ms);
     let bi_pc = series(&chip, "borrow_idle", p99_ms);
     let peak = dr_u.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
@@ -455,7 +435,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         "budget = SLO headroom at each load, scaled by s/(s-1) = 2.7 for s = 1.6; the paper does not state its Fig. 10c budget",
     );
     let bl_p = series(&chip, "blind_isolation", p99_ms);
-    let bl_u = series(&chip, "blind_isolation", util("total"));
+    let bl_u = series(&chip, "blind_isolation", util_total);
     row(
         cmp,
         "PerfIso blind isolation (B = 1 core): largest p99 change vs LC alone up to the knee; utilization",
@@ -482,24 +462,20 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         )?;
         for p in &f.points {
             let s = &p.summary;
-            let extra = |name: &str, dflt: f64| {
-                let v: Vec<f64> = p
-                    .reps
-                    .iter()
-                    .filter_map(|r| r.extra.get(name).copied())
-                    .collect();
-                elfen_results::Stat::of(&v).map_or(dflt, |s| s.median)
+            let leaf = |get: fn(&elfen_results::FanoutRep) -> f64, dflt: f64| {
+                study::rep_stat(p, |r| r.simulated.and_then(|s| s.fanout).map(|f| get(&f)))
+                    .map_or(dflt, |s| s.median)
             };
-            let e2e_p50 = s.latency_us["p50"].median / 1e3;
-            let e2e_p99 = s.latency_us["p99"].median / 1e3;
+            let e2e_p50 = s.latency_us.p50.median / 1e3;
+            let e2e_p99 = s.latency_us.p99.median / 1e3;
             fanout.push(FanoutRow {
-                config: p.config.clone(),
+                config: p.series_name().to_string(),
                 leaves: k,
-                leaf_p50_ms: extra("leaf_p50_us_mean", e2e_p50 * 1e3) / 1e3,
-                leaf_p99_ms: extra("leaf_p99_us_mean", e2e_p99 * 1e3) / 1e3,
+                leaf_p50_ms: leaf(|f| f.leaf_p50_us_mean, e2e_p50 * 1e3) / 1e3,
+                leaf_p99_ms: leaf(|f| f.leaf_p99_us_mean, e2e_p99 * 1e3) / 1e3,
                 e2e_p50_ms: e2e_p50,
                 e2e_p99_ms: e2e_p99,
-                utilization: s.utilization["total"].median,
+                utilization: s.utilization.total.median,
             });
         }
         results.push(f);
@@ -574,19 +550,6 @@ mod tests {
         assert_eq!(value_at(&s, 15.0), Some(15.0));
         assert_eq!(value_at(&s, 0.0), Some(10.0));
         assert_eq!(value_at(&s, 99.0), Some(80.0));
-    }
-
-    #[test]
-    fn share_below_interpolates_inside_a_bucket() {
-        let d = elfen_results::Distribution {
-            unit: "us".into(),
-            edges: vec![0.0, 10.0, 20.0],
-            counts: vec![1, 1],
-            sums: vec![5.0, 15.0],
-        };
-        assert_eq!(share_below(&d, 10.0), Some(0.25));
-        assert_eq!(share_below(&d, 15.0), Some((5.0 + 7.5) / 20.0));
-        assert_eq!(share_below(&d, 99.0), Some(1.0));
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! From a run's raw output to the shared result format's [`Rep`].
 
 use crate::engine::RunOutput;
-use elfen_results::{Percentiles, Rep, Utilization};
-use std::collections::BTreeMap;
+use elfen_results::{Percentiles, Rep, SimulatedRep, Utilization};
 
 /// Nearest-rank percentiles (µs) of latencies in ns. Reorders `lat_ns`.
 /// An empty slice gives NaNs.
@@ -63,24 +62,9 @@ pub fn rep_of(out: &RunOutput, latency_us: Percentiles, corun_rate: f64) -> Rep 
     let units = (out.batch_alone_lane_ns as f64 + out.batch_corun_lane_ns as f64 * corun_rate)
         / out.window_ns as f64;
     let per_s = |x: u64| x as f64 / window_s;
-    let mut extra = BTreeMap::new();
     let u = utilization(out);
-    extra.insert(
-        "utilization_lane_sum".into(),
-        u.total * f64::from(out.util_cores),
-    );
-    extra.insert("worker_cores".into(), f64::from(out.util_cores));
-    extra.insert("batch_threads".into(), f64::from(out.batch_threads));
-    extra.insert(
-        "corun_per_request_max_us".into(),
-        out.corun_max_ns as f64 / 1e3,
-    );
-    extra.insert(
-        "corun_per_request_mean_us".into(),
-        out.corun_sum_ns as f64 / n.max(1) as f64 / 1e3,
-    );
-    extra.insert("sim_events".into(), out.events as f64);
     Rep {
+        round: None,
         rps_achieved: n.saturating_sub(1) as f64 / window_s,
         requests: n,
         errors: 0,
@@ -90,8 +74,20 @@ pub fn rep_of(out: &RunOutput, latency_us: Percentiles, corun_rate: f64) -> Rep 
         batch_progress: has_batch.then(|| units / f64::from(out.batch_threads)),
         naps_per_s: has_batch.then(|| per_s(out.naps)),
         wakes_per_s: has_batch.then(|| per_s(out.wakes)),
+        budget_us: None,
         histogram: None,
-        extra,
+        measured: None,
+        simulated: Some(SimulatedRep {
+            events: out.events,
+            worker_cores: out.util_cores,
+            batch_threads: out.batch_threads,
+            utilization_lane_sum: u.total * f64::from(out.util_cores),
+            corun_per_request_max_us: out.corun_max_ns as f64 / 1e3,
+            corun_per_request_mean_us: out.corun_sum_ns as f64 / n.max(1) as f64 / 1e3,
+            batch_lc_slowdown: None,
+            batch_corun_rate: None,
+            fanout: None,
+        }),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::engine::{Mode, RunSpec, ServerModel, Timing};
 use crate::error::SimError;
 use crate::fanout::{merge_counts, run_fanout, stream_seed};
 use crate::stats::rep_of;
-use elfen_results::{Distribution, Point, Rep, ResultFile, Source, Summary};
+use elfen_results::{Distribution, FanoutRep, Point, Rep, ResultFile, Source, Summary};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -145,33 +145,30 @@ impl PointSpec<'_> {
             record_idle: self.record_idle,
         };
         let f = run_fanout(&spec, self.leaves);
+        let round = rep + 1;
         let mut rep = rep_of(&f.merged, f.end_to_end, self.interference.corun_rate);
+        // Repetition i of every configuration draws the same streams: a
+        // round, as in the harness.
+        rep.round = Some(round);
+        let sim = rep.simulated.as_mut().expect("simulated reps");
         if self.leaves > 1 {
             let n = f.leaf.len() as f64;
             let p99s: Vec<f64> = f.leaf.iter().map(|p| p.p99).collect();
-            rep.extra.insert("leaves".into(), n);
-            rep.extra
-                .insert("leaf_p99_us_mean".into(), p99s.iter().sum::<f64>() / n);
-            rep.extra.insert(
-                "leaf_p99_us_max".into(),
-                p99s.iter().copied().fold(f64::MIN, f64::max),
-            );
-            rep.extra.insert(
-                "leaf_p50_us_mean".into(),
-                f.leaf.iter().map(|p| p.p50).sum::<f64>() / n,
-            );
+            sim.fanout = Some(FanoutRep {
+                leaves: self.leaves,
+                leaf_p50_us_mean: f.leaf.iter().map(|p| p.p50).sum::<f64>() / n,
+                leaf_p99_us_mean: p99s.iter().sum::<f64>() / n,
+                leaf_p99_us_max: p99s.iter().copied().fold(f64::MIN, f64::max),
+            });
+        }
+        if self.mode != Mode::Alone {
+            sim.batch_lc_slowdown = Some(self.interference.lc_slowdown);
+            sim.batch_corun_rate = Some(self.interference.corun_rate);
         }
         if let Mode::Elfen(p) = self.mode {
             if p.kind.uses_budget() {
-                rep.extra
-                    .insert("budget_us".into(), p.budget_ns as f64 / 1e3);
+                rep.budget_us = Some(p.budget_ns as f64 / 1e3);
             }
-        }
-        if self.mode != Mode::Alone {
-            rep.extra
-                .insert("batch_lc_slowdown".into(), self.interference.lc_slowdown);
-            rep.extra
-                .insert("batch_corun_rate".into(), self.interference.corun_rate);
         }
         RepRun {
             rep,
@@ -212,11 +209,11 @@ impl Experiment {
     /// The mode of configuration `c`, with `budget_ns` for `FromSlo` budgets.
     pub fn mode_of(c: &Config, budget_ns: Option<u64>) -> Mode {
         match c.kind {
-            ConfigKind::Alone => Mode::Alone,
+            ConfigKind::LcAlone => Mode::Alone,
             ConfigKind::StaticPartition => Mode::StaticPartition {
                 batch_cores: c.batch_cores,
             },
-            ConfigKind::OsPriority => Mode::OsPriority,
+            ConfigKind::SchedIdle => Mode::SchedIdle,
             ConfigKind::BlindIsolation => Mode::Blind(c.blind.expect("checked")),
             _ => {
                 let mut p = c.policy.expect("policy kinds carry a policy");
@@ -242,7 +239,7 @@ impl Experiment {
         let alone_cfg = self
             .configs
             .iter()
-            .position(|c| c.kind == ConfigKind::Alone);
+            .position(|c| c.kind == ConfigKind::LcAlone);
         // Phase 1: everything whose budget does not depend on LC alone's p99
         // (plus hidden LC-alone points when needed and not asked for).
         let mut jobs1 = Vec::new();
@@ -270,7 +267,7 @@ impl Experiment {
         let done1 = self.run_jobs(&jobs1, opts, &mut file, &mut progress)?;
         for (job, point) in jobs1.iter().zip(&done1) {
             if job.config.is_none() || job.config == alone_cfg {
-                alone_p99[job.load] = point.summary.latency_us["p99"].median;
+                alone_p99[job.load] = point.summary.latency_us.p99.median;
             }
         }
         // Phase 2: budgets from the SLO headroom at each load.
@@ -293,7 +290,7 @@ impl Experiment {
             let ci = self
                 .configs
                 .iter()
-                .position(|c| c.name == p.config)
+                .position(|c| c.name == p.series_name())
                 .unwrap_or(usize::MAX);
             (ci, p.rps_target)
         };
@@ -384,17 +381,16 @@ impl Experiment {
                 _ => {}
             }
         }
-        let mut distributions = BTreeMap::new();
-        if let Some(d) = idle {
-            distributions.insert("idle_periods".to_string(), d);
-        }
+        let config = cfg.map_or(ConfigKind::LcAlone, |c| c.kind);
         Point {
-            config: cfg.map_or("lc_alone".to_string(), |c| c.name.clone()),
+            config,
+            label: cfg.map(|c| c.name.clone()).filter(|n| n != config.name()),
             batch: cfg.and_then(|c| c.batch.as_ref().map(|b| b.0.clone())),
             rps_target: self.loads[job.load],
             summary: Summary::of(&reps, self.slo_p99_us),
             reps,
-            distributions,
+            idle_periods: idle,
+            service: None,
         }
     }
 

@@ -11,7 +11,7 @@
 //! # Demand source ([`DemandSource`])
 //!
 //! - **`service`** (the default when the file has per-point
-//!   `distributions["service"]`): each point is simulated with the service
+//!   `service`): each point is simulated with the service
 //!   times the harness recorded *at that point* (its configuration and load)
 //!   as the request demand, and no LC slowdown for co-running: the recorded
 //!   service time already contains whatever interference there was (the
@@ -20,7 +20,7 @@
 //!   intended send time) and the simulator's queueing engine against each
 //!   other.
 //! - **`demand`**: the paper-style prediction: every point draws from the
-//!   file's `distributions["demand"]`, measured back to back with nothing
+//!   file's `demand`, measured back to back with nothing
 //!   else running, and a batch kind slows requests by a factor `s` (see
 //!   below). On shared VMs a request's service time under open-loop load is
 //!   several times its back-to-back demand (other tenants evict the LC's
@@ -77,7 +77,10 @@ use crate::engine::{Mode, ServerModel, Timing};
 use crate::error::{SimError, invalid};
 use crate::sweep::{NO_INTERFERENCE, PointSpec, RepRun, par_map};
 use elfen_policy::{PolicyConfig, PolicyKind};
-use elfen_results::{Distribution, Point, Rep, ResultFile, Source, Stat, Summary};
+use elfen_results::{
+    Config, Distribution, LatencyBreakdown, LatencyStats, Point, ResultFile, Source, Stat, Summary,
+    UtilizationStats, study,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -90,10 +93,10 @@ const FIT_REQUESTS: u64 = 50_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DemandSource {
-    /// The file's `distributions["demand"]` (measured back to back, alone)
+    /// The file's `demand` (measured back to back, alone)
     /// with a per-kind LC slowdown: the paper-style prediction.
     Demand,
-    /// Each point's `distributions["service"]` (service times observed at
+    /// Each point's `service` (service times observed at
     /// that configuration and load), no slowdown.
     Service,
 }
@@ -103,13 +106,13 @@ impl DemandSource {
     pub fn describe(self) -> &'static str {
         match self {
             DemandSource::Demand => {
-                "demand: the file's distributions[\"demand\"] (the LC service measured back to \
+                "demand: the file's demand (the LC service measured back to \
                  back, alone) for every point, slowed by the batch kind's factor while the batch \
                  lane co-runs; the idle penalty (service under load / alone demand) is not \
                  modelled, its ratio is reported per load"
             }
             DemandSource::Service => {
-                "service: each point's distributions[\"service\"] (service times recorded at that \
+                "service: each point's service times (service times recorded at that \
                  configuration and load) as the demand, no slowdown for co-running (the recorded \
                  times include it)"
             }
@@ -459,73 +462,53 @@ impl ValidationReport {
     }
 }
 
-/// What a measured configuration is in the model.
-fn model_mode(config: &str, budget_ns: Option<u64>) -> Result<Mode, String> {
-    let unmanaged = Mode::Elfen(PolicyConfig::simple(PolicyKind::Unmanaged));
+/// What a measured configuration is in the model (the harness's
+/// definitions, `docs/harness.md`).
+fn model_mode(config: Config, budget_ns: Option<u64>) -> Result<Mode, String> {
     let budget = |k: PolicyKind| {
         budget_ns
             .map(|b| Mode::Elfen(PolicyConfig::budget(k, b)))
             .ok_or_else(|| format!("{config}: budget policy without a budget (pass --budget-us)"))
     };
     match config {
-        "lc_alone" | "alone" => Ok(Mode::Alone),
-        // The harness's naive pins one batch thread per batch lane; cpuset
-        // confines it to the batch lanes: on a one-core model both are the
-        // batch lane always co-running.
-        "naive" | "cpuset" => Ok(unmanaged),
+        Config::LcAlone => Ok(Mode::Alone),
+        // cpuset confines the batch to the batch lane: on a one-core model
+        // the batch lane always co-running.
+        Config::Cpuset => Ok(Mode::Elfen(PolicyConfig::simple(PolicyKind::Unmanaged))),
         // One batch thread per lane at SCHED_IDLE, request lanes included.
-        "sched_idle" => Ok(Mode::OsPriority),
-        "borrow_idle" => Ok(Mode::Elfen(PolicyConfig::simple(PolicyKind::BorrowIdle))),
-        "fixed_budget" => budget(PolicyKind::FixedBudget),
-        "refresh_budget" => budget(PolicyKind::RefreshBudget),
-        // No hardware counters on the dev VM: dynamic refresh runs without
-        // an IPC and behaves as refresh budget (elfen-policy's rule).
-        "dynamic_refresh" => budget(PolicyKind::DynamicRefresh),
+        Config::SchedIdle => Ok(Mode::SchedIdle),
+        Config::BorrowIdle => Ok(Mode::Elfen(PolicyConfig::simple(PolicyKind::BorrowIdle))),
+        Config::FixedBudget => budget(PolicyKind::FixedBudget),
+        Config::RefreshBudget => budget(PolicyKind::RefreshBudget),
+        // Without hardware counters dynamic refresh runs without an IPC and
+        // behaves as refresh budget (elfen-policy's rule).
+        Config::DynamicRefresh => budget(PolicyKind::DynamicRefresh),
         other => Err(format!(
-            "{other}: not modelled on the two-vCPU core model (its placement and scheduling \
-             are the harness's); compare it by hand"
+            "{other}: not modelled on the two-lane core model ({}); compare it by hand",
+            other.definition()
         )),
     }
 }
 
-fn latency(p: &Point, key: &str) -> Option<Stat> {
-    p.summary.latency_us.get(key).copied()
-}
-
-fn utilization(p: &Point, key: &str) -> Option<Stat> {
-    p.summary.utilization.get(key).copied()
-}
-
 /// Median over reps of a latency percentile (µs), NaN when absent.
-fn lat_med(p: &Point, key: &str) -> f64 {
-    latency(p, key).map_or(f64::NAN, |s| s.median)
+fn lat_med(p: &Point, get: fn(&LatencyStats) -> Stat) -> f64 {
+    get(&p.summary.latency_us).median
 }
 
 /// Median over reps of a utilization figure, NaN when absent.
-fn util_med(p: &Point, key: &str) -> f64 {
-    utilization(p, key).map_or(f64::NAN, |s| s.median)
+fn util_med(p: &Point, get: fn(&UtilizationStats) -> Stat) -> f64 {
+    get(&p.summary.utilization).median
 }
 
-/// A statistic of a per-rep figure over a point's reps.
-fn rep_stat(p: &Point, f: impl Fn(&Rep) -> Option<f64>) -> Option<Stat> {
-    let v: Vec<f64> = p
-        .reps
-        .iter()
-        .filter_map(f)
-        .filter(|x| x.is_finite())
-        .collect();
-    Stat::of(&v)
-}
-
-/// Median of a rep figure over a point's reps.
-fn rep_median(p: &Point, key: &str) -> Option<f64> {
-    rep_stat(p, |r| r.extra.get(key).copied()).map(|s| s.median)
+/// Median over reps of a latency breakdown figure (µs).
+fn breakdown_median(p: &Point, get: fn(&LatencyBreakdown) -> f64) -> Option<f64> {
+    study::rep_stat(p, |r| r.measured.as_ref()?.breakdown.map(|b| get(&b))).map(|s| s.median)
 }
 
 /// The point's recorded service times, if any were recorded.
 fn service_of(p: &Point) -> Option<&Distribution> {
-    p.distributions
-        .get("service")
+    p.service
+        .as_ref()
         .filter(|d| d.counts.iter().any(|c| *c > 0))
 }
 
@@ -542,19 +525,19 @@ fn quantile_us(d: &Distribution, q: f64) -> Option<f64> {
 }
 
 /// The LC slowdown of batch kind `kind` from service times (time in service,
-/// no queueing) the harness records per rep: the ratio of `naive`'s median
-/// `service_p50_us` to `lc_alone`'s at the same load, median over the loads
-/// both have, at least 1. `None` without such pairs.
+/// no queueing) the harness records per rep: the ratio of `cpuset`'s
+/// (batch always running on the batch lane) median service p50 to
+/// `lc_alone`'s at the same load, median over the loads both have, at least
+/// 1. `None` without such pairs.
 fn service_ratio(measured: &ResultFile, kind: &str) -> Option<(f64, usize)> {
-    let alone = measured.series("lc_alone", None);
-    let ratios: Vec<f64> = measured
-        .series("naive", Some(kind))
+    let alone = study::config_series(measured, Config::LcAlone, None);
+    let ratios: Vec<f64> = study::config_series(measured, Config::Cpuset, Some(kind))
         .into_iter()
         .filter_map(|n| {
             let a = alone.iter().find(|a| a.rps_target == n.rps_target)?;
             let (sn, sa) = (
-                rep_median(n, "service_p50_us")?,
-                rep_median(a, "service_p50_us")?,
+                breakdown_median(n, |b| b.service_p50_us)?,
+                breakdown_median(a, |b| b.service_p50_us)?,
             );
             (sn > 0.0 && sa > 0.0 && sn.is_finite() && sa.is_finite()).then_some(sn / sa)
         })
@@ -574,13 +557,8 @@ fn knee_of(
     slo: Option<f64>,
     notes: &mut Vec<String>,
 ) -> (Option<f64>, bool) {
-    let p99 = |p: &Point| lat_med(p, "p99");
-    let mut alone: Vec<&Point> = measured
-        .points
-        .iter()
-        .filter(|p| p.config == "lc_alone" || p.config == "alone")
-        .collect();
-    alone.sort_by(|a, b| a.rps_target.total_cmp(&b.rps_target));
+    let p99 = |p: &Point| lat_med(p, |l| l.p99);
+    let alone = study::config_series(measured, Config::LcAlone, None);
     let knee = slo.and_then(|s| {
         alone
             .iter()
@@ -643,7 +621,7 @@ pub fn validate(
         Some(DemandSource::Service) if !has_service => {
             return Err(invalid(
                 "--demand service",
-                "needs points[].distributions[\"service\"] (service times the harness recorded \
+                "needs points[].service (service times the harness recorded \
                  per point); the measured file has none: use --demand demand",
             ));
         }
@@ -659,8 +637,8 @@ pub fn validate(
         ));
     }
     let mut notes = Vec::new();
-    let alone_what = "measured distributions[\"demand\"]";
-    let alone_demand = match (measured.distributions.get("demand"), source) {
+    let alone_what = "measured demand";
+    let alone_demand = match (measured.demand.as_ref(), source) {
         (Some(d), DemandSource::Demand) => Some((Empirical::from_distribution(d, alone_what)?, d)),
         (Some(d), DemandSource::Service) => match Empirical::from_distribution(d, alone_what) {
             Ok(e) => Some((e, d)),
@@ -672,7 +650,7 @@ pub fn validate(
         (None, DemandSource::Demand) => {
             return Err(SimError::File {
                 path: "measured file".into(),
-                problem: "no distributions[\"demand\"] (the LC service's demand measured alone); \
+                problem: "no demand (the LC service's demand measured alone); \
                           the harness must record it"
                     .into(),
             });
@@ -684,7 +662,7 @@ pub fn validate(
     let alone_demand = alone_demand.map(|(e, _)| Demand::Empirical(e.shifted(response_ns)));
     if opts.demand.is_none() && source == DemandSource::Demand {
         notes.push(
-            "the file has no per-point distributions[\"service\"]: demand mode (alone demand + \
+            "the file has no per-point service times: demand mode (alone demand + \
              slowdown)"
                 .into(),
         );
@@ -705,13 +683,13 @@ pub fn validate(
         .or_else(|| measured.points.iter().find_map(|p| p.summary.slo_p99_us));
     // The harness records the load average around the run; a busy machine
     // explains residuals the model cannot.
-    let resolved = measured.spec.get("resolved");
-    for key in ["load_before", "load_after"] {
-        if let Some(l) = resolved.and_then(|r| r.get(key)).and_then(|l| l.as_str()) {
-            notes.push(format!(
-                "measured file's {key} (load average 1/5/15 min) = {l}"
-            ));
-        }
+    if let Some(r) = &measured.run {
+        let fmt = |l: [f64; 3]| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]);
+        notes.push(format!(
+            "measured file's load average (1/5/15 min) before {}, after {}",
+            fmt(r.load_before),
+            r.load_after.map_or("-".into(), fmt)
+        ));
     }
     if measured.source != Source::Measured {
         notes.push("the input file says it is simulated, not measured".into());
@@ -773,7 +751,7 @@ pub fn validate(
                     (
                         s,
                         format!(
-                            "median over {n} loads of service p50 naive / lc_alone (reps' extra[\"service_p50_us\"])"
+                            "median over {n} loads of service p50 cpuset / lc_alone (reps' measured.breakdown)"
                         ),
                     ),
                 );
@@ -802,7 +780,7 @@ pub fn validate(
                     kind.clone(),
                     (
                         i.lc_slowdown,
-                        "built-in default (no usable measured naive point)".into(),
+                        "built-in default (no usable measured cpuset point)".into(),
                     ),
                 );
             }
@@ -823,16 +801,12 @@ pub fn validate(
     for p in &measured.points {
         let budget_ns = opts
             .budget_us
-            .or_else(|| {
-                p.reps
-                    .iter()
-                    .find_map(|r| r.extra.get("budget_us").copied())
-            })
+            .or_else(|| p.reps.iter().find_map(|r| r.budget_us))
             .map(|b| (b * 1e3).round() as u64);
-        let mode = match model_mode(&p.config, budget_ns) {
+        let mode = match model_mode(p.config, budget_ns) {
             Ok(m) => m,
             Err(why) => {
-                if noted.insert(p.config.clone()) {
+                if noted.insert(p.config.name().to_string()) {
                     notes.push(why);
                 }
                 continue;
@@ -840,7 +814,7 @@ pub fn validate(
         };
         let here = format!(
             "{}{} at {} RPS",
-            p.config,
+            p.series_name(),
             p.batch
                 .as_deref()
                 .map_or(String::new(), |b| format!("·{b}")),
@@ -850,7 +824,7 @@ pub fn validate(
             notes.push(format!("{here}: not a positive load"));
             continue;
         }
-        let (mp, mu) = (lat_med(p, "p99"), util_med(p, "lc"));
+        let (mp, mu) = (lat_med(p, |l| l.p99), util_med(p, |u| u.lc));
         if !(mp.is_finite() && mu.is_finite() && mp > 0.0 && mu > 0.0) {
             notes.push(format!("{here}: no measured p99 or LC utilization"));
             continue;
@@ -858,13 +832,10 @@ pub fn validate(
         let (inter, demand) = match source {
             DemandSource::Service => {
                 let Some(d) = service_of(p) else {
-                    notes.push(format!("{here}: no distributions[\"service\"]"));
+                    notes.push(format!("{here}: no recorded service times"));
                     continue;
                 };
-                match Empirical::from_distribution(
-                    d,
-                    &format!("{here}: distributions[\"service\"]"),
-                ) {
+                match Empirical::from_distribution(d, &format!("{here}: recorded service times")) {
                     Ok(e) => (NO_INTERFERENCE, Demand::Empirical(e.shifted(response_ns))),
                     Err(e) => {
                         notes.push(e.to_string());
@@ -888,7 +859,7 @@ pub fn validate(
                         None => {
                             if noted.insert(format!("kind:{k}")) {
                                 notes.push(format!(
-                                    "batch kind {k:?}: no naive point, not built in, no --slowdown"
+                                    "batch kind {k:?}: no cpuset point, not built in, no --slowdown"
                                 ));
                             }
                             continue;
@@ -947,12 +918,14 @@ pub fn validate(
     for (job, reps) in jobs.iter().zip(runs) {
         let reps: Vec<_> = reps.into_iter().map(|r| r.expect("ran").rep).collect();
         let sim = Point {
-            config: job.point.config.clone(),
+            config: job.point.config,
+            label: job.point.label.clone(),
             batch: job.point.batch.clone(),
             rps_target: job.point.rps_target,
             summary: Summary::of(&reps, slo),
             reps,
-            distributions: BTreeMap::new(),
+            idle_periods: None,
+            service: None,
         };
         rows.push(row_of(
             job.point,
@@ -1063,15 +1036,15 @@ pub fn validate(
 }
 
 /// Fits the LC slowdown of `kind` to the mean latency of its lowest-load
-/// `naive` point: bisection on `s` in [1, 8]; `mean_at(s, point)` simulates.
+/// `cpuset` point: bisection on `s` in [1, 8]; `mean_at(s, point)` simulates.
 fn fit_slowdown(
     measured: &ResultFile,
     kind: &str,
     mean_at: impl Fn(f64, &Point) -> f64,
 ) -> Option<(f64, String)> {
-    let naive = measured.series("naive", Some(kind));
-    let p = naive.first()?;
-    let target = lat_med(p, "mean");
+    let corun = study::config_series(measured, Config::Cpuset, Some(kind));
+    let p = corun.first()?;
+    let target = lat_med(p, |l| l.mean);
     if !(target.is_finite() && target > 0.0) {
         return None;
     }
@@ -1094,7 +1067,7 @@ fn fit_slowdown(
     Some((
         s,
         format!(
-            "fitted to the mean latency of naive at {} RPS",
+            "fitted to the mean latency of cpuset at {} RPS",
             p.rps_target
         ),
     ))
@@ -1109,21 +1082,22 @@ fn row_of(
     below_knee: bool,
     tolerance_pct: f64,
 ) -> ValidationRow {
-    let (med, umed) = (lat_med, util_med);
-    let p99 = latency(m, "p99").expect("checked");
-    let ulc = utilization(m, "lc").expect("checked");
-    let (mp, sp) = (p99.median, med(sim, "p99"));
-    let (mu, su) = (ulc.median, umed(sim, "lc"));
+    let p99 = m.summary.latency_us.p99;
+    let ulc = m.summary.utilization.lc;
+    let (mp, sp) = (p99.median, lat_med(sim, |l| l.p99));
+    let (mu, su) = (ulc.median, util_med(sim, |u| u.lc));
+    let (mp50, sp50) = (lat_med(m, |l| l.p50), lat_med(sim, |l| l.p50));
+    let (mt, st) = (util_med(m, |u| u.total), util_med(sim, |u| u.total));
     let (ep, eu) = (rel_err_pct(sp, mp), rel_err_pct(su, mu));
     let service_mean = service_of(m).and_then(mean_us);
     ValidationRow {
-        config: m.config.clone(),
+        config: m.series_name().to_string(),
         batch: m.batch.clone(),
         rps: m.rps_target,
         measured_rps_achieved: m.summary.rps_achieved.median,
-        measured_p50_us: med(m, "p50"),
-        simulated_p50_us: med(sim, "p50"),
-        p50_err_pct: rel_err_pct(med(sim, "p50"), med(m, "p50")),
+        measured_p50_us: mp50,
+        simulated_p50_us: sp50,
+        p50_err_pct: rel_err_pct(sp50, mp50),
         measured_p99_us: mp,
         measured_p99_min_us: p99.min,
         measured_p99_max_us: p99.max,
@@ -1135,23 +1109,22 @@ fn row_of(
         measured_lc_util_max: ulc.max,
         simulated_lc_util: su,
         lc_util_err_pct: eu,
-        measured_total_util: umed(m, "total"),
-        simulated_total_util: umed(sim, "total"),
-        total_util_err_pct: rel_err_pct(umed(sim, "total"), umed(m, "total")),
+        measured_total_util: mt,
+        simulated_total_util: st,
+        total_util_err_pct: rel_err_pct(st, mt),
         measured_service_mean_us: service_mean,
         demand_sampled_mean_us: match demand {
             Demand::Empirical(e) => e.sampled_mean_ns(),
             d => d.mean_ns(),
         } / 1e3,
         service_over_alone_demand: service_mean.zip(alone_mean_us).map(|(s, a)| s / a),
-        lc_busy_per_request_us: rep_stat(m, |r| {
+        lc_busy_per_request_us: study::rep_stat(m, |r| {
             (r.rps_achieved > 0.0).then(|| r.utilization.lc / r.rps_achieved * 1e6)
         })
         .map(|s| s.median),
-        outside_p50_us: rep_median(m, "outside_p50_us"),
-        measured_disturbance_max: rep_stat(m, |r| {
-            let f = r.extra.get("foreign_util")?;
-            Some(f + r.extra.get("steal_util").copied().unwrap_or(0.0))
+        outside_p50_us: breakdown_median(m, |b| b.outside_p50_us),
+        measured_disturbance_max: study::rep_stat(m, |r| {
+            r.measured.as_ref().map(|m| m.disturbance())
         })
         .map(|s| s.max),
         below_knee,
@@ -1169,8 +1142,7 @@ fn idle_penalty(
     let (Some(am), Some(ap)) = (alone_mean_us, alone_p50_us) else {
         return Vec::new();
     };
-    let mut v: Vec<IdlePenalty> = measured
-        .series("lc_alone", None)
+    let mut v: Vec<IdlePenalty> = study::config_series(measured, Config::LcAlone, None)
         .into_iter()
         .filter_map(|p| {
             let d = service_of(p)?;

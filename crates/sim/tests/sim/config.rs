@@ -106,7 +106,7 @@ fn impossible_topologies_name_the_field() {
 
 #[test]
 fn bad_rates_and_counts_name_the_field() {
-    let loads = |l: &str| format!("{l}\n[[configs]]\nkind = \"alone\"");
+    let loads = |l: &str| format!("{l}\n[[configs]]\nkind = \"lc_alone\"");
     fails(
         &loads("[load]\nrps = [10, -5]"),
         "load.rps[1] must be a finite number > 0, got -5",
@@ -151,7 +151,7 @@ fn bad_rates_and_counts_name_the_field() {
         "configs = []\n[load]\nrps = [1]",
         "configs needs at least one",
     );
-    fails("[[configs]]\nkind = \"alone\"", "missing field `load`");
+    fails("[[configs]]\nkind = \"lc_alone\"", "missing field `load`");
 }
 
 #[test]
@@ -202,21 +202,32 @@ fn bad_policies_and_baselines_name_the_field() {
         "configs[0].batch_cores must be < the worker cores (1)",
     );
     fails(
-        &cfg("kind = \"alone\"\nbatch = \"loop\""),
+        &cfg("kind = \"lc_alone\"\nbatch = \"loop\""),
         "configs[0].batch does not apply",
     );
     fails(
-        &cfg("kind = \"naive\"\nbatch = \"nope\""),
+        &cfg("kind = \"cpuset\"\nbatch = \"nope\""),
         "configs[0].batch \"nope\" is neither a built-in",
+    );
+    fails(
+        &cfg("kind = \"naive\""),
+        "configs[0].kind naive is not modelled by the simulator",
+    );
+    fails(
+        &cfg("kind = \"cfs_quota\""),
+        "configs[0].kind cfs_quota is not modelled by the simulator",
     );
     fails(&cfg("kind = \"greedy\""), "unknown variant `greedy`");
     fails(
-        &cfg("kind = \"naive\"\nbudget = 3"),
+        &cfg("kind = \"cpuset\"\nbudget = 3"),
         "unknown field `budget`",
     );
     fails(
-        &format!("{}\n[[configs]]\nkind = \"naive\"", cfg("kind = \"naive\"")),
-        "configs[1].name \"naive\" is used twice",
+        &format!(
+            "{}\n[[configs]]\nkind = \"cpuset\"",
+            cfg("kind = \"cpuset\"")
+        ),
+        "configs[1].name \"cpuset\" is used twice",
     );
     fails(
         &with("[batch]\nkind = \"x\"\n[batch.kinds.x]\nlc_slowdown = 0.9\ncorun_rate = 1"),
@@ -265,7 +276,7 @@ fn bad_demand_and_trace_files_are_clear_errors() {
         ("junk.json", "not JSON"),
         ("zero.json", "all counts are 0"),
         ("other.json", "neither a result file nor a Distribution"),
-        ("nodemand.json", "no distributions[\"demand\"]"),
+        ("nodemand.json", "has no demand"),
         ("missing.json", "missing.json"),
     ] {
         let e = run(&format!("[demand]\nkind = \"file\"\npath = \"{file}\""));
@@ -284,7 +295,7 @@ fn bad_demand_and_trace_files_are_clear_errors() {
     for x in [150.0, 300.0, 900.0, 2500.0] {
         d.record(x);
     }
-    rf.distributions.insert("demand".into(), d);
+    rf.demand = Some(d);
     rf.save(&dir.path().join("measured.json")).unwrap();
     std::fs::write(dir.path().join("ok.trace"), "# us\n0\n1000\n2500\n").unwrap();
     let text = format!(
@@ -307,12 +318,12 @@ record_idle_periods = true
 [load]
 rps = [50, 100]
 [[configs]]
-kind = "alone"
+kind = "lc_alone"
 [[configs]]
 kind = "fixed_budget"
 budget_from_slo = true
 [[configs]]
-kind = "naive"
+kind = "cpuset"
 batch = "pause"
 "#;
     let exp = SimConfig::from_toml(text, "t")
@@ -341,26 +352,32 @@ batch = "pause"
             (&y.config, y.rps_target, y.reps.len())
         );
         let (px, py) = (
-            x.summary.latency_us["p99"].median,
-            y.summary.latency_us["p99"].median,
+            x.summary.latency_us.p99.median,
+            y.summary.latency_us.p99.median,
         );
         assert!((px - py).abs() <= 1e-9 * py, "{px} vs {py}");
     }
     for p in &file.points {
         assert_eq!(p.reps.len(), 2);
-        assert!(p.distributions.contains_key("idle_periods"));
+        assert!(p.idle_periods.is_some());
+        assert!(
+            p.reps
+                .iter()
+                .all(|r| r.round.is_some() && r.simulated.is_some())
+        );
     }
-    let fb = file.series("fixed_budget", Some("loop"));
-    let alone = file.series("lc_alone", None);
+    use elfen_results::{Config, study};
+    let fb = study::config_series(&file, Config::FixedBudget, Some("loop"));
+    let alone = study::config_series(&file, Config::LcAlone, None);
     assert_eq!(fb.len(), 2);
     for (f, a) in fb.iter().zip(&alone) {
         // Budget = SLO - p99 alone at the same load, recorded per rep.
-        let want = 100_000.0 - a.summary.latency_us["p99"].median;
-        assert!(
-            (f.reps[0].extra["budget_us"] - want).abs() < 1.0,
-            "{} vs {want}",
-            f.reps[0].extra["budget_us"]
-        );
+        let want = 100_000.0 - a.summary.latency_us.p99.median;
+        let got = f.reps[0].budget_us.unwrap();
+        assert!((got - want).abs() < 1.0, "{got} vs {want}");
     }
-    assert_eq!(file.series("naive", Some("pause")).len(), 2);
+    assert_eq!(
+        study::config_series(&file, Config::Cpuset, Some("pause")).len(),
+        2
+    );
 }

@@ -348,10 +348,10 @@ fn naive_corun_moves_p99_right() {
 }
 
 #[test]
-fn os_priority_fills_every_lane_and_delays_requests() {
+fn sched_idle_fills_every_lane_and_delays_requests() {
     let d = exp_demand(1000.0);
     let alone = Case::new(Mode::Alone, 1.0, 100.0, &d).rep();
-    let os = Case::new(Mode::OsPriority, 1.0, 100.0, &d).rep();
+    let os = Case::new(Mode::SchedIdle, 1.0, 100.0, &d).rep();
     close(os.utilization.total, 2.0, 1e-6, "both lanes always busy");
     // At 10% load nearly every request finds the lane idle: + 6 µs each.
     let delta = os.latency_us.mean - alone.latency_us.mean;
@@ -438,7 +438,8 @@ fn fanout_end_to_end_tail_is_at_least_the_leaf_tail() {
         ..Case::new(Mode::Alone, 1.0, 80.0, &d)
     }
     .rep();
-    let leaf_max = k8.extra["leaf_p99_us_max"];
+    let fan = k8.simulated.unwrap().fanout.unwrap();
+    let leaf_max = fan.leaf_p99_us_max;
     assert!(
         k8.latency_us.p99 >= leaf_max,
         "{} < {leaf_max}",
@@ -454,7 +455,7 @@ fn fanout_end_to_end_tail_is_at_least_the_leaf_tail() {
         0.03,
         "per-core utilization of the cluster",
     );
-    assert_eq!(k8.extra["leaves"], 8.0);
+    assert_eq!(fan.leaves, 8);
 }
 
 #[test]
@@ -474,7 +475,7 @@ fn runs_are_deterministic_and_common_across_configs() {
 }
 
 #[test]
-fn smt_off_alone_and_os_priority_work_on_one_lane() {
+fn smt_off_alone_and_sched_idle_work_on_one_lane() {
     let d = exp_demand(500.0);
     let one_lane = ServerModel {
         worker_cores: 1,
@@ -483,7 +484,7 @@ fn smt_off_alone_and_os_priority_work_on_one_lane() {
     let os = Case {
         server: one_lane,
         requests: 5_000,
-        ..Case::new(Mode::OsPriority, 1.0, 200.0, &d)
+        ..Case::new(Mode::SchedIdle, 1.0, 200.0, &d)
     }
     .rep();
     close(os.utilization.total, 1.0, 1e-6, "one lane, always busy");
@@ -522,7 +523,7 @@ fn idle_periods_match_poisson_gaps() {
     let x_us = 10f64.powf(3.3);
     let lx = 500.0 * x_us / 1e6;
     let want = 1.0 - (-lx).exp() * (1.0 + lx);
-    let got = elfen_sim::repro::share_below(&idle, x_us).unwrap();
+    let got = elfen_results::study::share_below(&idle, x_us).unwrap();
     assert!((got - want).abs() < 0.015, "{got} vs {want}");
     // One idle period per request that found the lane idle (1 - rho of them).
     let n = idle.total() as f64;

@@ -1,17 +1,18 @@
 //! `elfen sim validate` against a synthetic "measured" file: points generated
-//! with a known model (exponential demand, naive slowdown 1.3), stored with a
+//! with a known model (exponential demand, co-run slowdown 1.3), stored with a
 //! histogram of the demand as the harness will store it, plus configurations
 //! the model does not cover.
 
 use elfen_policy::{PolicyConfig, PolicyKind};
-use elfen_results::{Distribution, Point, ResultFile, Source, Summary};
+use elfen_results::{
+    Config, Distribution, LatencyBreakdown, MeasuredRep, Point, ResultFile, Source, Summary,
+};
 use elfen_sim::batch::Interference;
 use elfen_sim::demand::DemandSpec;
 use elfen_sim::engine::{Mode, ServerModel, Timing};
 use elfen_sim::sweep::PointSpec;
 use elfen_sim::validate::{DemandSource, ValidateOptions, validate};
 use rand::SeedableRng;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 const SLO_US: f64 = 8000.0;
@@ -32,7 +33,7 @@ fn synthetic_measured() -> ResultFile {
         serde_json::json!({}),
         serde_json::json!({}),
     );
-    f.distributions.insert("demand".into(), hist);
+    f.demand = Some(hist);
     let stream = Interference {
         lc_slowdown: 1.3,
         corun_rate: 0.9,
@@ -43,22 +44,22 @@ fn synthetic_measured() -> ResultFile {
         os_preempt_ns: 6000,
         blind_react_ns: 0,
     };
-    let configs: [(&str, Option<&str>, Mode); 5] = [
-        ("lc_alone", None, Mode::Alone),
+    let configs: [(Config, Option<&str>, Mode); 5] = [
+        (Config::LcAlone, None, Mode::Alone),
         (
-            "naive",
+            Config::Cpuset,
             Some("stream"),
             Mode::Elfen(PolicyConfig::simple(PolicyKind::Unmanaged)),
         ),
         (
-            "borrow_idle",
+            Config::BorrowIdle,
             Some("stream"),
             Mode::Elfen(PolicyConfig::simple(PolicyKind::BorrowIdle)),
         ),
+        (Config::SchedIdle, Some("stream"), Mode::SchedIdle),
         // Something the validation does not model: must be skipped, not fail.
-        ("sched_idle", Some("stream"), Mode::OsPriority),
         (
-            "cfs_quota",
+            Config::CfsQuota,
             Some("stream"),
             Mode::Elfen(PolicyConfig::simple(PolicyKind::Unmanaged)),
         ),
@@ -93,12 +94,14 @@ fn synthetic_measured() -> ResultFile {
                 })
                 .collect();
             f.points.push(Point {
-                config: name.into(),
+                config: name,
+                label: None,
                 batch: batch.map(str::to_string),
                 rps_target: rps,
                 summary: Summary::of(&reps, Some(SLO_US)),
                 reps,
-                distributions: BTreeMap::new(),
+                idle_periods: None,
+                service: None,
             });
         }
     }
@@ -151,9 +154,9 @@ fn a_point_off_the_model_is_flagged_not_hidden() {
     let p = measured
         .points
         .iter_mut()
-        .find(|p| p.config == "borrow_idle" && p.rps_target == 150.0)
+        .find(|p| p.config == Config::BorrowIdle && p.rps_target == 150.0)
         .unwrap();
-    p.summary.latency_us.get_mut("p99").unwrap().median *= 1.5;
+    p.summary.latency_us.p99.median *= 1.5;
     let (report, _) = validate(&measured, &opts()).unwrap();
     assert_eq!(report.all_within_tolerance_below_knee, Some(false));
     let bad: Vec<_> = report
@@ -169,13 +172,13 @@ fn a_point_off_the_model_is_flagged_not_hidden() {
 #[test]
 fn validation_needs_a_demand_distribution() {
     let mut measured = synthetic_measured();
-    measured.distributions.clear();
+    measured.demand = None;
     let e = validate(&measured, &opts()).unwrap_err().to_string();
-    assert!(e.contains("distributions[\"demand\"]"), "{e}");
+    assert!(e.contains("no demand"), "{e}");
     let mut measured = synthetic_measured();
     measured
-        .distributions
-        .get_mut("demand")
+        .demand
+        .as_mut()
         .unwrap()
         .counts
         .iter_mut()
@@ -201,13 +204,19 @@ fn validation_needs_a_demand_distribution() {
 fn the_slowdown_comes_from_measured_service_times_when_present() {
     let mut measured = synthetic_measured();
     for p in &mut measured.points {
-        let service = match p.config.as_str() {
-            "lc_alone" => 1000.0,
-            "naive" => 1250.0,
+        let service = match p.config {
+            Config::LcAlone => 1000.0,
+            Config::Cpuset => 1250.0,
             _ => continue,
         };
         for r in &mut p.reps {
-            r.extra.insert("service_p50_us".into(), service);
+            r.measured = Some(MeasuredRep {
+                breakdown: Some(LatencyBreakdown {
+                    service_p50_us: service,
+                    ..LatencyBreakdown::default()
+                }),
+                ..MeasuredRep::default()
+            });
         }
     }
     let (report, _) = validate(&measured, &opts()).unwrap();
@@ -219,18 +228,18 @@ fn the_slowdown_comes_from_measured_service_times_when_present() {
     );
 }
 
-/// The synthetic file with per-point `distributions["service"]` as the
-/// harness records them: the model's demand, times 1.3 where the batch lane
-/// always co-runs (naive, sched_idle), as is where it never does.
+/// The synthetic file with per-point service times as the harness records
+/// them: the model's demand, times 1.3 where the batch lane always co-runs
+/// (cpuset, sched_idle), as is where it never does.
 fn with_service(mut f: ResultFile) -> ResultFile {
-    let demand = f.distributions["demand"].clone();
+    let demand = f.demand.clone().unwrap();
     for p in &mut f.points {
         let mut d = demand.clone();
-        if matches!(p.config.as_str(), "naive" | "sched_idle") {
+        if matches!(p.config, Config::Cpuset | Config::SchedIdle) {
             d.edges.iter_mut().for_each(|e| *e *= 1.3);
             d.sums.iter_mut().for_each(|x| *x *= 1.3);
         }
-        p.distributions.insert("service".into(), d);
+        p.service = Some(d);
     }
     f
 }
@@ -284,7 +293,7 @@ fn service_mode_without_recorded_service_times_is_a_clear_error() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("--demand service") && e.contains("distributions[\"service\"]"),
+        e.contains("--demand service") && e.contains("service"),
         "{e}"
     );
 }
