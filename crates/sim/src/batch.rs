@@ -62,8 +62,29 @@ pub struct BuiltinKind {
     pub name: &'static str,
     /// The numbers.
     pub interference: Interference,
+    /// How the numbers were obtained.
+    pub basis: Basis,
     /// Where they come from.
     pub source: &'static str,
+}
+
+/// How a built-in kind's numbers were obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// Fitted so the model reproduces a result of the paper.
+    Calibrated,
+    /// Declared: no measurement in this repository fixes them.
+    Assumed,
+}
+
+impl Basis {
+    /// `calibrated` or `assumed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Calibrated => "calibrated",
+            Basis::Assumed => "assumed",
+        }
+    }
 }
 
 /// The built-in batch kinds.
@@ -74,6 +95,7 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
             lc_slowdown: 1.53,
             corun_rate: 1.0,
         },
+        basis: Basis::Calibrated,
         source: "Elfen Fig. 4, the IPC-0.01 non-temporal-store + fence co-runner: calibrated so \
                  that with the `lucene` demand on one lane, naive co-run meets the p99 that LC \
                  alone has at 100 RPS only at ~40 RPS (paper: \"RPS must fall to around 40\"); \
@@ -85,6 +107,7 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
             lc_slowdown: 1.7,
             corun_rate: 0.6,
         },
+        basis: Basis::Assumed,
         source: "Elfen Fig. 4/11 `Loop` (empty call, IPC 1): assumed a little worse than pause \
                  (it takes issue slots); corun_rate 0.6 is the usual share of a 2-way SMT core \
                  (assumption)",
@@ -95,6 +118,7 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
             lc_slowdown: 1.8,
             corun_rate: 0.6,
         },
+        basis: Basis::Assumed,
         source: "Elfen Fig. 11 `Matrix` (5x5 multiply, high IPC, functional units): assumption",
     },
     BuiltinKind {
@@ -103,6 +127,7 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
             lc_slowdown: 2.0,
             corun_rate: 0.6,
         },
+        basis: Basis::Assumed,
         source: "Elfen Fig. 11 `Flush` (zeroes 32 KB, evicts the L1D): assumption, the most \
                  disruptive of the C co-runners",
     },
@@ -112,18 +137,22 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
             lc_slowdown: 1.6,
             corun_rate: 0.65,
         },
+        basis: Basis::Assumed,
         source: "Elfen Fig. 10 DaCapo average: assumption; Fig. 12 reports co-running DaCapo \
                  IPC drops only ~1% under borrow idle (it never co-runs there)",
     },
     BuiltinKind {
         name: "stream",
         interference: Interference {
-            lc_slowdown: 2.4,
+            lc_slowdown: 1.35,
             corun_rate: 0.9,
         },
-        source: "the dev VM (2 vCPUs, no SMT, shared LLC): a memory-streaming co-runner slows an \
-                 L3-resident pointer chase 2.4x (DESIGN.md, measured); an upper bound for the \
-                 LC service. `elfen sim validate` reads the factor from the measured naive point",
+        basis: Basis::Assumed,
+        source: "a memory-streaming co-runner on the other vCPU of a 2-vCPU VM without SMT: \
+                 docs/micro.md measures it slowing a 4 MiB pointer chase x1.00-1.35 on the \
+                 Intel VMs (the largest taken here); hosts with contended memory bandwidth see \
+                 more. `elfen sim validate` reads the factor from the measured cpuset point \
+                 instead",
     },
 ];
 

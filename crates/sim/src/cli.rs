@@ -261,13 +261,17 @@ impl Command {
             }
             SimCmd::Kinds => {
                 println!(
-                    "{:<8} {:>11} {:>10}  source",
-                    "kind", "lc_slowdown", "corun_rate"
+                    "{:<8} {:>11} {:>10}  {:<10}  source",
+                    "kind", "lc_slowdown", "corun_rate", "basis"
                 );
                 for k in BUILTIN_KINDS {
                     println!(
-                        "{:<8} {:>11} {:>10}  {}",
-                        k.name, k.interference.lc_slowdown, k.interference.corun_rate, k.source
+                        "{:<8} {:>11} {:>10}  {:<10}  {}",
+                        k.name,
+                        k.interference.lc_slowdown,
+                        k.interference.corun_rate,
+                        k.basis.name(),
+                        k.source
                     );
                 }
                 Ok(())
