@@ -13,7 +13,7 @@
 //! thread, and nothing at all while it runs alone or naps (the slow path only
 //! runs then at request begin/end).
 //!
-//! Where the machine has no hardware counters (the development VMs:
+//! Where the machine has no hardware counters (many virtual machines:
 //! `perf_event_open` says ENOENT) the open fails, the thread reports
 //! "no hardware counters: dynamic refresh behaves as refresh budget", and
 //! passes `lc_ipc: None`, which `elfen-policy` treats exactly so.

@@ -20,7 +20,7 @@
 //! `umwait`/`mwaitx` exist only where [`Features`] detects them (CPUID plus,
 //! for `umwait`, the OS's `umwait_control`); [`NapChoice::resolve`] is the
 //! only way to obtain a backend for a thread, so their instructions are
-//! never executed where absent. They are absent on the development VMs.
+//! never executed where absent (many virtual machines hide them).
 
 use elfen_shm::Clock;
 use elfen_topo::Features;

@@ -193,8 +193,8 @@ impl PageSpec {
 /// being rewritten (odd `config_seq`) before reporting it stuck.
 pub const STUCK_SEQLOCK_NS: u64 = 100_000_000;
 
-/// Default spin bound of the hybrid nap (50 µs: longer than a futex round trip
-/// on the development VMs, shorter than most idle periods).
+/// Default spin bound of the hybrid nap (50 µs: longer than a futex round
+/// trip on a virtual machine, shorter than most idle periods).
 pub const DEFAULT_HYBRID_SPIN_NS: u32 = 50_000;
 
 /// Who attaches, which decides each file's access (the permission model).

@@ -141,9 +141,9 @@ struct ValidateArgs {
     response_us: f64,
     /// `--demand demand` only: LC slowdown while the batch co-runs (all
     /// batch kinds). Default, per batch kind: the ratio of measured service
-    /// times (reps' extra["service_p50_us"]) of `naive` to `lc_alone`;
-    /// without them, fitted to the mean latency of the lowest-load `naive`
-    /// point; else the built-in kind's default.
+    /// times (reps' `measured.breakdown.service_p50_us`) of `cpuset` to
+    /// `lc_alone`; without them, fitted to the mean latency of the
+    /// lowest-load `cpuset` point; else the built-in kind's default.
     #[arg(long)]
     slowdown: Option<f64>,
     /// p99 SLO in µs for the knee (default: the measured file's
@@ -151,7 +151,7 @@ struct ValidateArgs {
     #[arg(long)]
     slo_us: Option<f64>,
     /// Budget in µs for measured budget-policy points (skipped without it
-    /// unless their reps carry `extra["budget_us"]`).
+    /// unless their reps carry `budget_us`).
     #[arg(long)]
     budget_us: Option<f64>,
     /// Step-aside latency of the measured runtime's nap, ns.
@@ -162,7 +162,8 @@ struct ValidateArgs {
     #[arg(long, default_value_t = 13000)]
     wake_ns: u64,
     /// `sched_idle` points: time for the LC worker to preempt the
-    /// SCHED_IDLE batch thread on its lane, ns (6 µs p50 on the dev VM).
+    /// SCHED_IDLE batch thread on its lane, ns (6 µs: a p50 measured on a
+    /// KVM guest).
     #[arg(long, default_value_t = 6000)]
     os_preempt_ns: u64,
     /// Measured requests per simulated repetition (default: as many as a

@@ -202,12 +202,12 @@ pub struct TimingSpec {
     /// cycles at 2 GHz.
     #[serde(default = "TimingSpec::d_wake")]
     pub wake_ns: i64,
-    /// OS-priority baseline: time for a woken LC thread to preempt a
-    /// SCHED_IDLE batch thread. Default 6000 (measured on the dev VM, p50).
+    /// `sched_idle`: time for a woken LC thread to preempt a SCHED_IDLE
+    /// batch thread. Default 6000 (a p50 measured on a KVM guest).
     #[serde(default = "TimingSpec::d_os")]
     pub os_preempt_ns: i64,
-    /// Blind isolation: poll + cpuset update. Default 25000 (cpuset shrink
-    /// measured at 24 µs on the dev VM).
+    /// Blind isolation: poll + cpuset update. Default 25000 (a cpuset shrink
+    /// measured at 24 µs on a KVM guest).
     #[serde(default = "TimingSpec::d_blind")]
     pub blind_react_ns: i64,
 }

@@ -1,6 +1,6 @@
 //! # elfen-sim — the discrete-event simulator
 //!
-//! Carries elfen's claims from the 2-vCPU development machines to 2-way SMT
+//! Carries elfen's claims from the machine at hand to 2-way SMT
 //! servers with dozens of cores and to fleets of them, and reproduces the
 //! Elfen paper's figures (`docs/reproduction.md`).
 //!

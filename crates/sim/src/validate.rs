@@ -2,7 +2,7 @@
 //! measured?
 //!
 //! Input: a measured [`ResultFile`] from `elfen bench` with points of
-//! configurations such as `lc_alone`, `naive` and `borrow_idle`. The
+//! configurations such as `lc_alone`, `cpuset` and `borrow_idle`. The
 //! simulator runs the same loads (Poisson arrivals at each point's
 //! `rps_target`) on a model of the measured machine and reports, per point,
 //! measured and simulated p50, p99 and LC utilization, their relative
@@ -33,13 +33,14 @@
 //!
 //! # Model of the measured machine
 //!
-//! The dev VM has no SMT: the request lane and the batch lane are two vCPUs
-//! sharing the LLC. It is modelled as one "core" of two lanes (one LC worker
+//! The harness pairs a request lane with a batch lane (SMT siblings, or
+//! two CPUs sharing the LLC on a machine without SMT). It is modelled as
+//! one "core" of two lanes (one LC worker
 //! on the request lane, one batch thread on the batch lane). In `demand`
 //! mode the batch lane slows requests by a factor `s` per batch kind: the
-//! ratio of the measured service times (`extra["service_p50_us"]`, time in
-//! service without queueing) of `naive` and `lc_alone` at the same loads;
-//! without them, fitted to the measured `naive` point at its lowest load
+//! ratio of the measured service times (`measured.breakdown.service_p50_us`, time in
+//! service without queueing) of `cpuset` and `lc_alone` at the same loads;
+//! without them, fitted to the measured `cpuset` point at its lowest load
 //! (bisection on `s` until the simulated mean latency matches the measured
 //! one); or given with `--slowdown`; or the built-in kind's default.
 //!
@@ -64,12 +65,12 @@
 //! p99 min–max so a miss can be set against the measurement's own spread.
 //!
 //! Configurations map to the model as follows (the harness's definitions):
-//! `lc_alone` → alone; `naive` and `cpuset` (batch thread pinned / confined
-//! to the batch lane) → naive co-run; `sched_idle` (a SCHED_IDLE batch
-//! thread on every lane) → OS-priority co-run with `os_preempt_ns`;
-//! `borrow_idle` and the budget policies (budget from `--budget-us` or the
-//! reps' `extra["budget_us"]`) → the policy. Anything else (`cfs_quota`,
-//! unknown names) is skipped with a note.
+//! `lc_alone` → alone; `cpuset` (batch confined to the batch lane) → the
+//! batch lane always co-running; `sched_idle` (a SCHED_IDLE batch thread on
+//! every lane) → `sched_idle` with `os_preempt_ns`; `borrow_idle` and the
+//! budget policies (budget from `--budget-us` or the reps' `budget_us`) →
+//! the policy. `naive` (batch at the LC's priority on every lane) and
+//! `cfs_quota` are not modelled and are skipped with a note.
 
 use crate::batch::{Interference, builtin};
 use crate::demand::{Demand, Empirical, unit_ns};
@@ -237,7 +238,7 @@ pub struct ValidationRow {
     /// reps' p50, µs: not simulated.
     pub outside_p50_us: Option<f64>,
     /// Largest CPU share other processes and the host took during a
-    /// measured rep (`extra["foreign_util"] + extra["steal_util"]`, lanes).
+    /// measured rep (`measured.foreign_util + measured.steal_util`, lanes).
     pub measured_disturbance_max: Option<f64>,
     /// At or below the knee.
     pub below_knee: bool,
@@ -992,7 +993,7 @@ pub fn validate(
     };
     simulated.system = serde_json::json!({
         "simulated_window": window,
-        "description": "one core of 2 lanes: LC worker on the request lane, batch thread on the batch lane (two vCPUs sharing the LLC on the dev VM)",
+        "description": "one core of 2 lanes: LC worker on the request lane, batch thread on the batch lane (SMT siblings, or two CPUs sharing the LLC)",
         "demand_source": source,
         "demand": source.describe(),
         "sampling": "bucket by count, then uniformly inside the bucket",
