@@ -187,6 +187,34 @@ fn fmt_rps(x: Option<f64>) -> String {
     x.map_or("not reached".into(), |v| format!("{v:.0} RPS"))
 }
 
+/// The table's rows, as they are derived.
+#[derive(Default)]
+struct Rows(Vec<ReproRow>);
+
+impl Rows {
+    fn row(&mut self, setup: &str, result: &str, paper: &str, simulator: String, note: &str) {
+        self.0.push(ReproRow {
+            setup: setup.into(),
+            result: result.into(),
+            paper: paper.into(),
+            simulator,
+            note: note.into(),
+        });
+    }
+}
+
+/// The p99 SLO of the repro configs, ms.
+const SLO_MS: f64 = 100.0;
+
+/// The largest relative change (%) of series `b` over `a` at loads up to `upto`.
+fn max_change(a: &[(f64, f64)], b: &[(f64, f64)], upto: f64) -> f64 {
+    a.iter()
+        .zip(b)
+        .filter(|(x, _)| x.0 <= upto)
+        .map(|(x, y)| (y.1 - x.1) / x.1 * 100.0)
+        .fold(0.0f64, |m, d| if d.abs() > m.abs() { d } else { m })
+}
+
 /// Runs the three experiments and derives the table.
 pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
     let core = run_toml(
@@ -203,23 +231,32 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         opts.requests,
         None,
     )?;
-    let mut rows = Vec::new();
-    let mut row = |setup: &str, result: &str, paper: &str, simulator: String, note: &str| {
-        rows.push(ReproRow {
-            setup: setup.into(),
-            result: result.into(),
-            paper: paper.into(),
-            simulator,
-            note: note.into(),
-        })
-    };
+    let mut rows = Rows::default();
+    core_rows(&core, &mut rows);
+    chip_rows(&chip, &core, &mut rows);
+    let (fanout, fan_results) = fanout_rows(opts)?;
+    let mut results = vec![core, chip];
+    results.extend(fan_results);
+    Ok(ReproOutput {
+        command: opts.command.clone(),
+        requests: opts.requests,
+        reps: opts.reps,
+        rows: rows.0,
+        fanout,
+        results,
+    })
+}
 
-    // --- one core ---------------------------------------------------------
+/// The one-core rows.
+fn core_rows(core: &ResultFile, rows: &mut Rows) {
+    let mut row = |setup: &str, result: &str, paper: &str, simulator: String, note: &str| {
+        rows.row(setup, result, paper, simulator, note)
+    };
     let one = "one 2-way SMT core";
-    let slo_ms = 100.0;
-    let alone_p99 = series(&core, "lc_alone", p99_ms);
-    let alone_lc = series(&core, "lc_alone", util_lc);
-    let alone_tot = series(&core, "lc_alone", util_total);
+    let slo_ms = SLO_MS;
+    let alone_p99 = series(core, "lc_alone", p99_ms);
+    let alone_lc = series(core, "lc_alone", util_lc);
+    let alone_tot = series(core, "lc_alone", util_total);
     let knee = crossing(&alone_p99, slo_ms);
     let k = knee.unwrap_or(0.0);
     row(
@@ -247,23 +284,23 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
     let p99_100 = at(&alone_p99, 100.0);
     row(
         one,
-        "Naive co-run with the IPC-0.01 co-runner: load with LC alone's p99 at 100 RPS",
+        "The paper's naive co-run (cpuset) with the IPC-0.01 co-runner: load with LC alone's p99 at 100 RPS",
         "~40 RPS (Fig. 4)",
-        fmt_rps(crossing(&series(&core, "cpuset_pause", p99_ms), p99_100)),
+        fmt_rps(crossing(&series(core, "cpuset_pause", p99_ms), p99_100)),
         "`pause` slowdown (1.53) is calibrated to this row",
     );
     row(
         one,
-        "Naive co-run (loop): highest load meeting the SLO",
+        "The paper's naive co-run (cpuset, loop): highest load meeting the SLO",
         "far left of LC alone (Fig. 4)",
         format!(
             "{} (LC alone: {})",
-            fmt_rps(crossing(&series(&core, "cpuset", p99_ms), slo_ms)),
+            fmt_rps(crossing(&series(core, "cpuset", p99_ms), slo_ms)),
             fmt_rps(knee)
         ),
         "`loop` slowdown 1.7 is an assumption",
     );
-    let bi_tot = series(&core, "borrow_idle", util_total);
+    let bi_tot = series(core, "borrow_idle", util_total);
     let gain_at = |load: f64| Some(value_at(&bi_tot, load)? - value_at(&alone_tot, load)?);
     for (load, paper) in [
         (20.0, "+0.90 (\"90% at low load\")"),
@@ -291,7 +328,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
             &note,
         );
     }
-    let bi_progress = study::config_series(&core, Config::BorrowIdle, Some("loop"))
+    let bi_progress = study::config_series(core, Config::BorrowIdle, Some("loop"))
         .into_iter()
         .find(|p| p.rps_target == 80.0)
         .and_then(|p| p.summary.batch_progress)
@@ -306,7 +343,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ),
         "the model's batch never idles on its own; the paper attributes its smaller slowdown to DaCapo's own idle time",
     );
-    let idle_share = study::config_series(&core, Config::LcAlone, None)
+    let idle_share = study::config_series(core, Config::LcAlone, None)
         .into_iter()
         .find(|p| p.rps_target == 120.0)
         .and_then(|p| p.idle_periods.as_ref())
@@ -318,14 +355,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         idle_share.map_or("-".into(), |x| format!("{:.0}%", x * 100.0)),
         "Poisson arrivals; the paper's client is also open-loop exponential",
     );
-    let bi_p99 = series(&core, "borrow_idle", p99_ms);
-    let max_change = |a: &[(f64, f64)], b: &[(f64, f64)], upto: f64| {
-        a.iter()
-            .zip(b)
-            .filter(|(x, _)| x.0 <= upto)
-            .map(|(x, y)| (y.1 - x.1) / x.1 * 100.0)
-            .fold(0.0f64, |m, d| if d.abs() > m.abs() { d } else { m })
-    };
+    let bi_p99 = series(core, "borrow_idle", p99_ms);
     row(
         one,
         "Borrow idle: largest p99 change vs LC alone, loads up to the knee",
@@ -338,8 +368,8 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ("refresh_budget", ">=1.2"),
         ("dynamic_refresh", "1.5"),
     ] {
-        let p99 = series(&core, cfg, p99_ms);
-        let u = series(&core, cfg, util_total);
+        let p99 = series(core, cfg, p99_ms);
+        let u = series(core, cfg, util_total);
         let best = p99
             .iter()
             .zip(&u)
@@ -358,18 +388,25 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
     }
     row(
         one,
-        "OS-priority co-run (SCHED_IDLE batch on both lanes): highest load meeting the SLO",
+        "sched_idle (SCHED_IDLE batch on both lanes): highest load meeting the SLO",
         "- (the paper rules OS scheduling out as too coarse)",
         format!(
             "{} at utilization 2.0",
-            fmt_rps(crossing(&series(&core, "sched_idle", p99_ms), slo_ms))
+            fmt_rps(crossing(&series(core, "sched_idle", p99_ms), slo_ms))
         ),
         "batch lane never steps aside; 6 µs preemption on the request lane",
     );
+}
 
-    // --- chip -------------------------------------------------------------
+/// The chip rows (`core` for the one-core comparison).
+fn chip_rows(chip: &ResultFile, core: &ResultFile, rows: &mut Rows) {
+    let mut row = |setup: &str, result: &str, paper: &str, simulator: String, note: &str| {
+        rows.row(setup, result, paper, simulator, note)
+    };
+    let alone_p99 = series(core, "lc_alone", p99_ms);
     let cmp = "8-core chip, 1 dispatcher + 7 workers";
-    let c_alone = series(&chip, "lc_alone", p99_ms);
+    let slo_ms = SLO_MS;
+    let c_alone = series(chip, "lc_alone", p99_ms);
     let c_knee = crossing(&c_alone, slo_ms);
     row(
         cmp,
@@ -382,7 +419,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ),
         "shared queue: short requests pass long ones on other cores",
     );
-    let c_bi = series(&chip, "borrow_idle", util_total);
+    let c_bi = series(chip, "borrow_idle", util_total);
     let upto: Vec<f64> = c_bi
         .iter()
         .filter(|(l, _)| c_knee.is_none_or(|k| *l <= k))
@@ -408,15 +445,15 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
             "{:+.2}%",
             max_change(
                 &c_alone,
-                &series(&chip, "borrow_idle", p99_ms),
+                &series(chip, "borrow_idle", p99_ms),
                 c_knee.unwrap_or(0.0)
             )
         ),
         "no sleep states, queue contention or memory-bandwidth interference modelled",
     );
-    let dr_u = series(&chip, "dynamic_refresh", util_total);
-    let dr_p = series(&chip, "dynamic_refresh", p99_ms);
-    let bi_pc = series(&chip, "borrow_idle", p99_ms);
+    let dr_u = series(chip, "dynamic_refresh", util_total);
+    let dr_p = series(chip, "dynamic_refresh", p99_ms);
+    let bi_pc = series(chip, "borrow_idle", p99_ms);
     let peak = dr_u.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
     row(
         cmp,
@@ -434,8 +471,8 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         }),
         "budget = SLO headroom at each load, scaled by s/(s-1) = 2.7 for s = 1.6; the paper does not state its Fig. 10c budget",
     );
-    let bl_p = series(&chip, "blind_isolation", p99_ms);
-    let bl_u = series(&chip, "blind_isolation", util_total);
+    let bl_p = series(chip, "blind_isolation", p99_ms);
+    let bl_u = series(chip, "blind_isolation", util_total);
     row(
         cmp,
         "PerfIso blind isolation (B = 1 core): largest p99 change vs LC alone up to the knee; utilization",
@@ -448,10 +485,12 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         ),
         "whole cores; 25 µs reaction; a request waits for a core when none is free",
     );
+}
 
-    // --- fan-out ----------------------------------------------------------
+/// The fan-out table and its result files.
+fn fanout_rows(opts: &ReproOptions) -> Result<(Vec<FanoutRow>, Vec<ResultFile>), SimError> {
     let mut fanout = Vec::new();
-    let mut results = vec![core, chip];
+    let mut results = Vec::new();
     for k in FANOUT_LEAVES {
         let f = run_toml(
             REPRO_FANOUT_TOML,
@@ -480,14 +519,7 @@ pub fn run_repro(opts: &ReproOptions) -> Result<ReproOutput, SimError> {
         }
         results.push(f);
     }
-    Ok(ReproOutput {
-        command: opts.command.clone(),
-        requests: opts.requests,
-        reps: opts.reps,
-        rows,
-        fanout,
-        results,
-    })
+    Ok((fanout, results))
 }
 
 impl ReproOutput {
