@@ -97,7 +97,7 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
         },
         basis: Basis::Calibrated,
         source: "Elfen Fig. 4, the IPC-0.01 non-temporal-store + fence co-runner: calibrated so \
-                 that with the `lucene` demand on one lane, naive co-run meets the p99 that LC \
+                 that with the `lucene` demand on one lane, cpuset (the paper's naive co-run) meets the p99 that LC \
                  alone has at 100 RPS only at ~40 RPS (paper: \"RPS must fall to around 40\"); \
                  `elfen sim repro` prints the check. corun_rate 1.0: it stalls on memory anyway",
     },
