@@ -1,12 +1,12 @@
 //! `elfen micro`: the micro-benchmarks (the Elfen paper's Figure 8, done our
 //! way), printed as a table and saved as JSON.
-use crate::interrupt;
-use crate::progress::Progress;
 use crate::report::{self, ClockInfo, MicroReport};
 use crate::setup::{BenchPage, Lanes};
 use crate::suite::{self, Params};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use elfen_cmd::Progress;
+use elfen_cmd::proc::{MachineTicks, loadavg, process_ticks};
 use std::path::{Path, PathBuf};
 
 /// The micro-benchmarks' subcommands.
@@ -141,71 +141,6 @@ impl Command {
     }
 }
 
-fn loadavg() -> [f64; 3] {
-    let s = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut v = s.split_whitespace().map(|x| x.parse().unwrap_or(f64::NAN));
-    [
-        v.next().unwrap_or(f64::NAN),
-        v.next().unwrap_or(f64::NAN),
-        v.next().unwrap_or(f64::NAN),
-    ]
-}
-
-/// (busy, total) CPU time of the whole machine so far, in clock ticks
-/// (`/proc/stat`: busy = all but idle and iowait).
-fn machine_ticks() -> (u64, u64) {
-    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let v: Vec<u64> = s
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    let total: u64 = v.iter().sum();
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    (total - idle, total)
-}
-
-/// CPU time of this process so far, in clock ticks (`/proc/self/stat`
-/// utime + stime).
-fn own_ticks() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesized command name; utime and stime are the
-    // 14th and 15th fields of the line, the 12th and 13th after it.
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    f.iter().sum()
-}
-
-/// `YYYYMMDD-HHMMSS` (UTC) of Unix time `t`.
-fn utc_stamp(t: u64) -> String {
-    let (days, secs) = ((t / 86_400) as i64, t % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
 fn run(args: MicroArgs) -> anyhow::Result<()> {
     if let Some(file) = &args.show {
         let r =
@@ -250,13 +185,13 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
     }
     params.toggle.disturb_ns = (args.disturb_us * 1000.0).round() as u64;
 
-    interrupt::install();
-    let created_unix_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    elfen_cmd::interrupt::install();
+    let created_unix_s = elfen_cmd::time::now_unix_s();
     let json_path = args.json.clone().unwrap_or_else(|| {
-        Path::new("results").join(format!("micro-{}.json", utc_stamp(created_unix_s)))
+        Path::new("results").join(format!(
+            "micro-{}.json",
+            elfen_cmd::time::utc_stamp(created_unix_s)
+        ))
     });
     let progress = Progress::new(!args.quiet);
     let lanes = Lanes::plan(args.pairs.as_deref()).context("choosing the lanes to measure")?;
@@ -265,10 +200,8 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
         lanes.request_cpu, lanes.batch_cpu, lanes.pairing
     ));
     let load_before = loadavg();
-    let (busy0, total0, own0) = {
-        let (b, t) = machine_ticks();
-        (b, t, own_ticks())
-    };
+    let me = std::process::id();
+    let (machine0, own0) = (MachineTicks::now(), process_ticks(me));
     let page = BenchPage::create(&lanes).context("creating the benchmark's signal page")?;
     progress.say(&format!("signal page {}", page.path().display()));
     let clock = page.page().clock();
@@ -288,11 +221,12 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
     }
     drop(page);
     let load_after = loadavg();
+    // Others' share of the machine: time charged to other processes
+    // (user + nice + system, interrupt time left out), over all CPU time.
     let others_busy_fraction = {
-        let (b, t) = machine_ticks();
-        let own = own_ticks().saturating_sub(own0);
-        let others = (b - busy0).saturating_sub(own);
-        others as f64 / (t - total0).max(1) as f64
+        let m = MachineTicks::now().since(&machine0);
+        let own = process_ticks(me).saturating_sub(own0);
+        m.process_busy.saturating_sub(own) as f64 / m.total.max(1) as f64
     };
     let summary = report::summarize(&runs);
     let report = MicroReport {
@@ -326,11 +260,4 @@ fn run(args: MicroArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn utc_stamps() {
-        assert_eq!(super::utc_stamp(0), "19700101-000000");
-        assert_eq!(super::utc_stamp(1_700_000_000), "20231114-221320");
-        assert_eq!(super::utc_stamp(951_782_400), "20000229-000000");
-    }
-}
+mod tests {}

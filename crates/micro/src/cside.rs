@@ -6,9 +6,9 @@
 use crate::error::MicroError;
 use crate::fastpath::{self, CheckCost};
 use crate::overhead::{self, KernelOverhead};
-use crate::progress::Progress;
 use crate::setup::{BATCH_LANE, BenchPage};
 use crate::suite::Params;
+use elfen_cmd::Progress;
 use elfen_kernels::{CBuild, CKernel, KernelKind};
 use elfen_runtime::BatchOptions;
 use std::time::Duration;

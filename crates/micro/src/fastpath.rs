@@ -18,8 +18,8 @@
 //! figure is the *marginal* cost of a check, not its latency.
 
 use crate::error::MicroError;
-use crate::interrupt::interrupted;
 use crate::stats::Stat;
+use elfen_cmd::interrupt::interrupted;
 use elfen_runtime::BatchThread;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;

@@ -25,10 +25,10 @@
 //! development VMs its sign flipped between quiet invocations.)
 
 use crate::error::{MicroError, panic_text};
-use crate::interrupt::interrupted;
-use crate::progress::Progress;
 use crate::setup::Lanes;
 use crate::stats::{Rng, Stat};
+use elfen_cmd::Progress;
+use elfen_cmd::interrupt::interrupted;
 use elfen_kernels::{Kernel, KernelConfig, KernelKind, NoCheck, StreamMode};
 use elfen_topo::PinGuard;
 use serde::{Deserialize, Serialize};

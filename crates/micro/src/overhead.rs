@@ -16,8 +16,8 @@
 //! unit); the figure is its median over repetitions, with the spread.
 
 use crate::error::MicroError;
-use crate::interrupt::interrupted;
 use crate::stats::Stat;
+use elfen_cmd::interrupt::interrupted;
 use elfen_kernels::KernelKind;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};

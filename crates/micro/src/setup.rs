@@ -1,7 +1,7 @@
 //! The lanes a benchmark runs on and the signal page it runs over.
 
 use crate::error::MicroError;
-use crate::interrupt::{self, CleanupGuard};
+use elfen_cmd::interrupt::{self, CleanupGuard};
 use elfen_shm::{Page, PageSpec, batch_path};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -85,7 +85,7 @@ impl BenchPage {
             elfen_policy::PolicyKind::BorrowIdle.id(),
             0,
         );
-        let cleanup = interrupt::register(&[&path, &batch_path(&path)], dir.path());
+        let cleanup = interrupt::register(&[&path, &batch_path(&path)], &[dir.path()]);
         let page = Arc::new(Page::create(&path, &spec)?);
         Ok(BenchPage {
             page,

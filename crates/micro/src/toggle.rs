@@ -42,10 +42,10 @@
 //! "all" figures; none is dropped.
 
 use crate::error::{MicroError, panic_text};
-use crate::interrupt::interrupted;
-use crate::progress::Progress;
 use crate::setup::{BATCH_LANE, BenchPage, Lanes, REQUEST_LANE};
 use crate::stats::{Percentiles, Rng, new_histogram, record};
+use elfen_cmd::Progress;
+use elfen_cmd::interrupt::interrupted;
 use elfen_kernels::{Kernel, KernelKind, NoCheck};
 use elfen_runtime::{BatchOptions, BatchThread, LcLane, NapChoice, machine_features};
 use elfen_shm::Clock;
