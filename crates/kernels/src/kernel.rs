@@ -17,6 +17,12 @@ pub const STREAM_BYTES: usize = 64 << 20;
 /// Bytes stored by one Stream unit.
 pub const STREAM_CHUNK_BYTES: usize = 4096;
 
+/// Size of the state [`Kernel::c_state`] points at (`sizeof(struct
+/// elfen_k_state)` in C: three 5×5 `f64` matrices, two buffer pointers,
+/// Stream's length, offset and pass count, its store mode and a reserved
+/// `u32`).
+pub const C_STATE_BYTES: usize = std::mem::size_of::<CState>();
+
 /// A 5×5 matrix, row-major.
 pub type Matrix5 = [[f64; MATRIX_N]; MATRIX_N];
 
@@ -53,46 +59,9 @@ impl KernelConfig {
     }
 }
 
-/// The accessors [`Kernel`] and [`crate::CKernel`] share: both keep their
-/// [`State`] in a field `st`.
-macro_rules! state_accessors {
-    () => {
-        /// Sets Matrix's inputs `a` and `b` (each unit computes `a × b`).
-        pub fn set_matrix_inputs(&mut self, a: &$crate::Matrix5, b: &$crate::Matrix5) {
-            self.st.set_matrix_inputs(a, b);
-        }
-
-        /// Matrix's last product (zeros before the first unit).
-        pub fn matrix_product(&self) -> $crate::Matrix5 {
-            self.st.matrix_product()
-        }
-
-        /// Flush's buffer (empty for other kinds).
-        pub fn flush_buffer(&self) -> &[u8] {
-            self.st.flush_buffer()
-        }
-
-        /// Flush's buffer, writable (tests dirty it to see it zeroed).
-        pub fn flush_buffer_mut(&mut self) -> &mut [u8] {
-            self.st.flush_buffer_mut()
-        }
-
-        /// Stream's buffer (empty for other kinds). After pass `p` (0-based)
-        /// is complete every byte equals `(p + 1) mod 256`.
-        pub fn stream_buffer(&self) -> &[u8] {
-            self.st.stream_buffer()
-        }
-
-        /// Completed passes of Stream over its buffer.
-        pub fn stream_passes(&self) -> u64 {
-            self.st.c.stream_pass
-        }
-    };
-}
-pub(crate) use state_accessors;
-
-/// The state every kernel touches, laid out for the C kernels too
-/// (`struct elfen_k_state` in `c/kernels.h`).
+/// The state every kernel touches, laid out for C implementations of the
+/// kernels too ([`Kernel::c_state`]; `struct elfen_k_state` in
+/// `crates/micro/c/kernels.h` mirrors it field for field).
 #[repr(C)]
 pub(crate) struct CState {
     pub(crate) a: [f64; MATRIX_N * MATRIX_N],
@@ -403,7 +372,51 @@ impl Kernel {
         self.units - start
     }
 
-    state_accessors!();
+    /// Sets Matrix's inputs `a` and `b` (each unit computes `a × b`).
+    pub fn set_matrix_inputs(&mut self, a: &Matrix5, b: &Matrix5) {
+        self.st.set_matrix_inputs(a, b);
+    }
+
+    /// Matrix's last product (zeros before the first unit).
+    pub fn matrix_product(&self) -> Matrix5 {
+        self.st.matrix_product()
+    }
+
+    /// Flush's buffer (empty for other kinds).
+    pub fn flush_buffer(&self) -> &[u8] {
+        self.st.flush_buffer()
+    }
+
+    /// Flush's buffer, writable (tests dirty it to see it zeroed).
+    pub fn flush_buffer_mut(&mut self) -> &mut [u8] {
+        self.st.flush_buffer_mut()
+    }
+
+    /// Stream's buffer (empty for other kinds). After pass `p` (0-based)
+    /// is complete every byte equals `(p + 1) mod 256`.
+    pub fn stream_buffer(&self) -> &[u8] {
+        self.st.stream_buffer()
+    }
+
+    /// Completed passes of Stream over its buffer.
+    pub fn stream_passes(&self) -> u64 {
+        self.st.c.stream_pass
+    }
+
+    /// The kernel's state in its C layout ([`C_STATE_BYTES`] bytes:
+    /// `double a[25], b[25], c[25]; uint8_t *flush_buf, *stream_buf;
+    /// uint64_t stream_len, stream_off, stream_pass; uint32_t stream_nt,
+    /// reserved;`), for a C implementation of the same kernel to run over
+    /// this kernel's inputs and buffers (`elfen micro`'s C kernels do).
+    ///
+    /// The pointer is valid until the kernel is moved or dropped. C code may
+    /// write Matrix's product `c`, the bytes of the two buffers (their
+    /// lengths: [`FLUSH_BYTES`] and `stream_len`), `stream_off` (a multiple
+    /// of [`STREAM_CHUNK_BYTES`] below `stream_len`) and `stream_pass`;
+    /// nothing else. Units it runs are not counted in [`Kernel::units`].
+    pub fn c_state(&mut self) -> *mut std::ffi::c_void {
+        (&mut self.st.c as *mut CState).cast()
+    }
 }
 
 /// `a × b`, computed plainly (the reference the tests compare with).

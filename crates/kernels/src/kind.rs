@@ -57,8 +57,10 @@ impl KernelKind {
         }
     }
 
-    /// The id the C kernels use (`ELFEN_K_LOOP` ... in `c/kernels.h`).
-    pub(crate) fn c_id(self) -> i32 {
+    /// The kernel's id in C implementations of the kernels (`ELFEN_K_LOOP`
+    /// ... in `crates/micro/c/kernels.h`, which run over
+    /// [`crate::Kernel::c_state`]).
+    pub fn c_id(self) -> i32 {
         match self {
             KernelKind::Loop => 0,
             KernelKind::Matrix => 1,

@@ -10,16 +10,11 @@
 //! | `flush` | one zeroing of a 32 KB buffer |
 //! | `stream` | one 4 KB chunk of stores into a 64 MB buffer |
 //!
-//! Two implementations of each:
-//!
-//! - **Rust, with explicit checks** ([`Kernel`]): every unit starts with
-//!   [`Check::check`]. [`NoCheck`] is the unchecked baseline; the runtime's
-//!   batch thread is the real check.
-//! - **C, built twice** ([`CKernel`]): `c/kernels.c` compiled with
-//!   `-finstrument-functions` ([`CBuild::Instrumented`]; every unit is a
-//!   non-inlined call, so the check hook `__cyg_profile_func_enter` runs at
-//!   its entry, as the paper's `-pg` checks did) and without
-//!   ([`CBuild::Plain`]).
+//! In Rust, with explicit checks ([`Kernel`]): every unit starts with
+//! [`Check::check`]. [`NoCheck`] is the unchecked baseline; the runtime's
+//! batch thread is the real check. [`Kernel::c_state`] hands a kernel's
+//! inputs and buffers to a C implementation of the same kernels (`elfen
+//! micro` builds one with and without `-finstrument-functions`).
 //!
 //! ```
 //! use elfen_kernels::{Kernel, KernelKind, NoCheck};
@@ -37,22 +32,16 @@
 //! ```
 #![deny(missing_docs)]
 
-// libelfen must be linked: the instrumented kernels' hook (libelfen_hook.a,
-// see build.rs) calls its slow path and reads its thread-local state.
-extern crate elfen as _;
-
 mod buf;
-pub mod c;
 mod check;
 mod error;
 mod kernel;
 mod kind;
 
-pub use c::{CBuild, CKernel};
 pub use check::{Check, CountCheck, FnCheck, NoCheck};
 pub use error::KernelError;
 pub use kernel::{
-    FLUSH_BYTES, Kernel, KernelConfig, MATRIX_N, Matrix5, STREAM_BYTES, STREAM_CHUNK_BYTES,
-    matrix_multiply,
+    C_STATE_BYTES, FLUSH_BYTES, Kernel, KernelConfig, MATRIX_N, Matrix5, STREAM_BYTES,
+    STREAM_CHUNK_BYTES, matrix_multiply,
 };
 pub use kind::{KERNEL_NAMES, KernelKind, STREAM_MODE_NAMES, StreamMode};

@@ -3,13 +3,14 @@
 //! without `-finstrument-functions`, on the calling thread attached through
 //! libelfen (`crates/capi`).
 
+use crate::ckernel::{CBuild, CKernel};
 use crate::error::MicroError;
 use crate::fastpath::{self, CheckCost};
 use crate::overhead::{self, KernelOverhead};
 use crate::setup::{BATCH_LANE, BenchPage};
 use crate::suite::Params;
 use elfen_cmd::Progress;
-use elfen_kernels::{CBuild, CKernel, KernelKind};
+use elfen_kernels::KernelKind;
 use elfen_runtime::BatchOptions;
 use std::time::Duration;
 

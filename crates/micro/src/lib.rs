@@ -9,11 +9,13 @@
 //! | [`interference`] | plain vs non-temporal Stream against a pointer chase |
 //! | [`pauses`] | how often each measured vCPU is paused (the latency tails' background) |
 //! | [`report`] | the JSON result file and the printed table |
+//! | [`ckernel`] | the batch kernels in C, built with and without `-finstrument-functions` |
 //!
 //! [`suite::run_once`] runs them all over a [`setup::BenchPage`];
 //! [`cli`] is the subcommand. See `docs/micro.md`.
 #![deny(missing_docs)]
 
+pub mod ckernel;
 pub mod cli;
 mod cside;
 pub mod error;

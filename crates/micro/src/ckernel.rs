@@ -1,35 +1,44 @@
-//! The C kernels (`c/kernels.c`), built twice: with `-finstrument-functions`
-//! (every function entry calls the elfen check hook
-//! `__cyg_profile_func_enter`) and without. Safe wrappers over both.
+//! The C batch kernels (`c/kernels.c`), built twice by `build.rs`: with
+//! `-finstrument-functions` (every unit's entry calls libelfen's check hook
+//! `__cyg_profile_func_enter`) and without. They run over an
+//! `elfen_kernels::Kernel`'s inputs and buffers ([`Kernel::c_state`]), so
+//! the C and Rust kernels share one definition of a kernel's state.
 
-use crate::error::KernelError;
-use crate::kernel::{KernelConfig, State};
-use crate::kind::KernelKind;
+use elfen_kernels::{Kernel, KernelConfig, KernelError, KernelKind, Matrix5};
 use serde::{Deserialize, Serialize};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 mod ffi {
-    use crate::kernel::CState;
+    use std::ffi::c_void;
     unsafe extern "C" {
-        pub(super) fn elfen_k_inst_run(kind: i32, s: *mut CState, units: u64);
+        pub(super) fn elfen_k_plain_state_size() -> usize;
+        pub(super) fn elfen_k_inst_run(kind: i32, s: *mut c_void, units: u64);
         pub(super) fn elfen_k_inst_run_until(
             kind: i32,
-            s: *mut CState,
+            s: *mut c_void,
             stop: *const u8,
             units_out: *mut u64,
             every: u64,
             start: u64,
         ) -> u64;
-        pub(super) fn elfen_k_plain_run(kind: i32, s: *mut CState, units: u64);
+        pub(super) fn elfen_k_plain_run(kind: i32, s: *mut c_void, units: u64);
         pub(super) fn elfen_k_plain_run_until(
             kind: i32,
-            s: *mut CState,
+            s: *mut c_void,
             stop: *const u8,
             units_out: *mut u64,
             every: u64,
             start: u64,
         ) -> u64;
     }
+}
+
+/// `sizeof(struct elfen_k_state)` as `c/kernels.h` declares it (must equal
+/// [`elfen_kernels::C_STATE_BYTES`]; a test checks).
+pub fn c_state_size() -> usize {
+    // SAFETY: returns a constant.
+    unsafe { ffi::elfen_k_plain_state_size() }
 }
 
 /// Which build of the C kernels.
@@ -58,23 +67,11 @@ impl CBuild {
 /// The instrumented build's checks act on the calling thread: with a batch
 /// thread attached on it (through `libelfen`) they nap while the request lane
 /// is busy; with none attached they cost a hook call and return.
+#[derive(Debug)]
 pub struct CKernel {
-    kind: KernelKind,
     build: CBuild,
-    config: KernelConfig,
-    st: State,
+    inner: Kernel,
     units: u64,
-}
-
-impl std::fmt::Debug for CKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CKernel")
-            .field("kind", &self.kind)
-            .field("build", &self.build)
-            .field("config", &self.config)
-            .field("units", &self.units)
-            .finish()
-    }
 }
 
 impl CKernel {
@@ -86,7 +83,7 @@ impl CKernel {
     pub fn new(kind: KernelKind, build: CBuild) -> CKernel {
         match CKernel::with_config(kind, build, KernelConfig::default()) {
             Ok(k) => k,
-            Err(e) => panic!("elfen-kernels: {e}"),
+            Err(e) => panic!("elfen-micro: {e}"),
         }
     }
 
@@ -97,17 +94,15 @@ impl CKernel {
         config: KernelConfig,
     ) -> Result<CKernel, KernelError> {
         Ok(CKernel {
-            kind,
             build,
-            config,
-            st: State::new(kind, &config)?,
+            inner: Kernel::with_config(kind, config)?,
             units: 0,
         })
     }
 
     /// Which kernel.
     pub fn kind(&self) -> KernelKind {
-        self.kind
+        self.inner.kind()
     }
 
     /// Which build.
@@ -120,17 +115,21 @@ impl CKernel {
         self.units
     }
 
+    fn state(&mut self) -> (i32, *mut c_void) {
+        (self.inner.kind().c_id(), self.inner.c_state())
+    }
+
     /// Runs `units` work units (each one non-inlined C call; in the
     /// instrumented build each starts with the check hook).
     pub fn run_units(&mut self, units: u64) {
-        let s: *mut _ = &mut self.st.c;
-        // SAFETY: `s` points to this kernel's state, whose buffer pointers
-        // are live and sized as the C code expects (State::new); the C code
-        // touches only the buffers of `kind`, which State::new allocated.
+        let (kind, s) = self.state();
+        // SAFETY: `s` is the kernel's live state in the layout c/kernels.h
+        // declares (Kernel::c_state; sizes checked by a test), and the C code
+        // touches only what c_state's contract allows.
         unsafe {
             match self.build {
-                CBuild::Instrumented => ffi::elfen_k_inst_run(self.kind.c_id(), s, units),
-                CBuild::Plain => ffi::elfen_k_plain_run(self.kind.c_id(), s, units),
+                CBuild::Instrumented => ffi::elfen_k_inst_run(kind, s, units),
+                CBuild::Plain => ffi::elfen_k_plain_run(kind, s, units),
             }
         }
         self.units += units;
@@ -146,25 +145,53 @@ impl CKernel {
         units_out: &AtomicU64,
         publish_every_units: u64,
     ) -> u64 {
-        let s: *mut _ = &mut self.st.c;
+        let (kind, s) = self.state();
         let stop = stop.as_ptr() as *const u8;
         let out = units_out.as_ptr();
         let every = publish_every_units.max(1);
+        let start = self.units;
         // SAFETY: as in run_units; `stop` (a bool, one byte) and `units_out`
         // outlive the call and the C code accesses them only atomically.
         let n = unsafe {
             match self.build {
                 CBuild::Instrumented => {
-                    ffi::elfen_k_inst_run_until(self.kind.c_id(), s, stop, out, every, self.units)
+                    ffi::elfen_k_inst_run_until(kind, s, stop, out, every, start)
                 }
-                CBuild::Plain => {
-                    ffi::elfen_k_plain_run_until(self.kind.c_id(), s, stop, out, every, self.units)
-                }
+                CBuild::Plain => ffi::elfen_k_plain_run_until(kind, s, stop, out, every, start),
             }
         };
         self.units += n;
         n
     }
 
-    crate::kernel::state_accessors!();
+    /// Sets Matrix's inputs `a` and `b` (each unit computes `a × b`).
+    pub fn set_matrix_inputs(&mut self, a: &Matrix5, b: &Matrix5) {
+        self.inner.set_matrix_inputs(a, b);
+    }
+
+    /// Matrix's last product (zeros before the first unit).
+    pub fn matrix_product(&self) -> Matrix5 {
+        self.inner.matrix_product()
+    }
+
+    /// Flush's buffer (empty for other kinds).
+    pub fn flush_buffer(&self) -> &[u8] {
+        self.inner.flush_buffer()
+    }
+
+    /// Flush's buffer, writable (tests dirty it to see it zeroed).
+    pub fn flush_buffer_mut(&mut self) -> &mut [u8] {
+        self.inner.flush_buffer_mut()
+    }
+
+    /// Stream's buffer (empty for other kinds); after pass `p` (0-based)
+    /// every byte equals `(p + 1) mod 256`.
+    pub fn stream_buffer(&self) -> &[u8] {
+        self.inner.stream_buffer()
+    }
+
+    /// Completed passes of Stream over its buffer.
+    pub fn stream_passes(&self) -> u64 {
+        self.inner.stream_passes()
+    }
 }

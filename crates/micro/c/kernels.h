@@ -2,8 +2,10 @@
  *
  * kernels.c is compiled twice by build.rs: once with -finstrument-functions
  * (ELFEN_K_PREFIX = elfen_k_inst_) and once without (elfen_k_plain_). Both
- * builds include this header; the state struct is defined once here and
- * mirrored by `CState` in src/c.rs (#[repr(C)]).
+ * builds include this header. The state is elfen-kernels' own (`CState` in
+ * crates/kernels/src/kernel.rs, #[repr(C)], handed out by
+ * `Kernel::c_state()`); this struct mirrors it field for field, and
+ * src/ckernel.rs's test compares the sizes.
  */
 #ifndef ELFEN_KERNELS_H
 #define ELFEN_KERNELS_H
@@ -37,5 +39,9 @@ struct elfen_k_state {
     uint32_t stream_nt;      /* 1: non-temporal stores, 0: plain stores */
     uint32_t reserved;
 };
+
+_Static_assert(offsetof(struct elfen_k_state, flush_buf) == 600, "elfen_k_state.flush_buf");
+_Static_assert(offsetof(struct elfen_k_state, stream_nt) == 640, "elfen_k_state.stream_nt");
+_Static_assert(sizeof(struct elfen_k_state) == 648, "elfen_k_state size (elfen_kernels::C_STATE_BYTES)");
 
 #endif

@@ -98,6 +98,9 @@ UNIT void K(stream_unit)(struct elfen_k_state *s) {
     }
 }
 
+/* sizeof(struct elfen_k_state), for the Rust side's layout check. */
+size_t K(state_size)(void) { return sizeof(struct elfen_k_state); }
+
 /* Runs `units` work units of kernel `kind`. The switch is hoisted out of the
  * loop so the loop body is the unit call alone. */
 void K(run)(int kind, struct elfen_k_state *s, uint64_t units) {
