@@ -66,6 +66,7 @@ extern "C" {
 /* elfen_header.clock: what the page's timestamps count */
 #define ELFEN_CLOCK_TSC 1u          /**< rdtsc ticks at ticks_per_sec */
 #define ELFEN_CLOCK_MONOTONIC_NS 2u /**< CLOCK_MONOTONIC nanoseconds */
+#define ELFEN_CLOCK_AUTO 0u         /**< (elfen_page_options only) TSC where invariant, else CLOCK_MONOTONIC */
 
 /* elfen_header.control bits (written by the controller) */
 #define ELFEN_CONTROL_KILL UINT64_C(1) /**< kill switch: batch threads must not run */
@@ -342,10 +343,15 @@ typedef struct elfen_page_options {
     uint32_t page_mode;      /**< file mode of the page (0 = 0644) */
     uint32_t batch_mode;     /**< file mode of the batch file (0 = 0666) */
     uint32_t replace;        /**< nonzero: replace an existing page at the path */
+    uint32_t clock;          /**< ELFEN_CLOCK_AUTO, ELFEN_CLOCK_TSC (fails without an invariant TSC)
+                                  or ELFEN_CLOCK_MONOTONIC_NS (pages that writers without a TSC
+                                  reader attach to, e.g. Java) */
+    uint32_t reserved;       /**< 0 */
 } elfen_page_options;
 
-/** Borrow idle, automatic nap, no budget, modes 0644/0666, fail if the page exists. */
-#define ELFEN_PAGE_OPTIONS_INIT {ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0666, 0}
+/** Borrow idle, automatic nap, no budget, modes 0644/0666, fail if the page
+ *  exists, the machine's best clock. */
+#define ELFEN_PAGE_OPTIONS_INIT {ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0666, 0, ELFEN_CLOCK_AUTO, 0}
 
 /** Creates a page at `path` (a name without '/' lives in /dev/shm; tests use
  *  temporary paths) for request:batch CPU pairs given as `pairs`, e.g. "0:1"
@@ -395,7 +401,15 @@ elfen_lc *elfen_lc_attach(const char *page_path, uint32_t lane);
 int elfen_lc_begin(elfen_lc *lc, uint64_t id);
 /** The request ends: idle; wakes batch threads only if one sleeps in the OS. */
 int elfen_lc_end(elfen_lc *lc);
-/** Publishes the request queue length (budget policies read it). */
+/** elfen_lc_begin() that also publishes `queue_len`, the requests still
+ *  waiting after this one was taken, in the same store of `state`. */
+int elfen_lc_begin_q(elfen_lc *lc, uint64_t id, uint32_t queue_len);
+/** elfen_lc_end() that also publishes `queue_len`, the requests waiting, in
+ *  the same store of `state`: a batch thread never sees the lane idle with a
+ *  stale queue length (the budget policies nap while it is non-zero). */
+int elfen_lc_end_q(elfen_lc *lc, uint32_t queue_len);
+/** Publishes the request queue length (budget policies read it) on its own:
+ *  one store, it wakes nobody. */
 int elfen_lc_set_queue_len(elfen_lc *lc, uint32_t queue_len);
 /** Releases the handle. NULL is ignored. */
 void elfen_lc_detach(elfen_lc *lc);

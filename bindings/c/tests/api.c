@@ -28,8 +28,8 @@
 
 /* The option and stats structs as the Rust side lays them out
  * (crates/capi/tests/abi.rs asserts the same numbers). */
-_Static_assert(sizeof(elfen_page_options) == 32 && offsetof(elfen_page_options, budget_ns) == 8 &&
-                   offsetof(elfen_page_options, replace) == 28,
+_Static_assert(sizeof(elfen_page_options) == 40 && offsetof(elfen_page_options, budget_ns) == 8 &&
+                   offsetof(elfen_page_options, replace) == 28 && offsetof(elfen_page_options, clock) == 32,
                "elfen_page_options layout");
 _Static_assert(sizeof(elfen_batch_options) == 16 && offsetof(elfen_batch_options, futex_timeout_us) == 8,
                "elfen_batch_options layout");
@@ -161,6 +161,8 @@ static void test_bad_input(void) {
     expect_error("begin on NULL", elfen_lc_begin(NULL, 1), ELFEN_EINVAL, "NULL");
     expect_error("end on NULL", elfen_lc_end(NULL), ELFEN_EINVAL, "NULL");
     expect_error("queue on NULL", elfen_lc_set_queue_len(NULL, 1), ELFEN_EINVAL, "NULL");
+    expect_error("begin_q on NULL", elfen_lc_begin_q(NULL, 1, 2), ELFEN_EINVAL, "NULL");
+    expect_error("end_q on NULL", elfen_lc_end_q(NULL, 2), ELFEN_EINVAL, "NULL");
     expect_error("stats NULL", elfen_batch_stats_get(NULL), ELFEN_EINVAL, "NULL");
     expect_error("detach unattached", elfen_batch_detach(), ELFEN_ESTATE, "not attached");
     elfen_lc_detach(NULL);
@@ -174,6 +176,13 @@ static void test_bad_input(void) {
     o = (elfen_page_options)ELFEN_PAGE_OPTIONS_INIT;
     o.policy = 7;
     expect_null("bad policy in options", elfen_page_create(bad, "0:1", &o), "unknown policy id 7");
+    o = (elfen_page_options)ELFEN_PAGE_OPTIONS_INIT;
+    o.clock = 3;
+    expect_null("bad clock in options", elfen_page_create(bad, "0:1", &o), "unknown clock 3");
+    o = (elfen_page_options)ELFEN_PAGE_OPTIONS_INIT;
+    o.reserved = 1;
+    expect_null("reserved options field set", elfen_page_create(bad, "0:1", &o), "reserved must be 0");
+    o = (elfen_page_options)ELFEN_PAGE_OPTIONS_INIT;
     o.policy = ELFEN_POLICY_FIXED_BUDGET;
     o.budget_ns = 500000;
     elfen_page *budget = elfen_page_create(t_path(bad, sizeof bad, "budgeted"), "0:1", &o);
@@ -205,6 +214,82 @@ static void test_bad_input(void) {
 
     elfen_page_destroy(page);
     CHECK(!t_exists(good), "destroying the creating handle removes the page");
+}
+
+/* The queue length travels with begin and end, in the same store of state. */
+static void test_queue_with_begin_and_end(void) {
+    char path[512];
+    t_path(path, sizeof path, "queue");
+    elfen_page *page = elfen_page_create(path, "0:1", NULL);
+    REQUIRE(page != NULL, "create: %s", elfen_last_error());
+    elfen_lc *lc = elfen_lc_attach(path, 0);
+    REQUIRE(lc != NULL, "lc attach: %s", elfen_last_error());
+    const elfen_lc_line *line = elfen_page_lc(page, 0);
+
+    CHECK(elfen_lc_begin_q(lc, 41, 2) == 0, "begin_q: %s", elfen_last_error());
+    uint64_t s = LOAD(line->state);
+    CHECK(elfen_state_busy(s) && elfen_state_queue_len(s) == 2 && elfen_state_seq(s) == 1,
+          "state after begin_q(41, 2): 0x%" PRIx64, s);
+    CHECK(line->request_id == 41, "begin_q stores the request id");
+    CHECK(elfen_lc_end_q(lc, 1) == 0, "end_q: %s", elfen_last_error());
+    s = LOAD(line->state);
+    CHECK(!elfen_state_busy(s) && elfen_state_queue_len(s) == 1 && elfen_state_seq(s) == 1,
+          "state after end_q(1): idle with one waiting, 0x%" PRIx64, s);
+    CHECK(line->requests == 1, "end_q counts the request");
+
+    /* the plain calls keep the last published length; _q replaces it */
+    CHECK(elfen_lc_begin(lc, 42) == 0, "begin");
+    s = LOAD(line->state);
+    CHECK(elfen_state_busy(s) && elfen_state_queue_len(s) == 1 && elfen_state_seq(s) == 2,
+          "begin keeps the queue length: 0x%" PRIx64, s);
+    CHECK(elfen_lc_end_q(lc, 0) == 0, "end_q(0)");
+    s = LOAD(line->state);
+    CHECK(!elfen_state_busy(s) && elfen_state_queue_len(s) == 0, "idle, queue empty: 0x%" PRIx64, s);
+    CHECK(elfen_lc_begin_q(lc, 43, 0xFFFFFFFFu) == 0, "begin_q with the largest length");
+    s = LOAD(line->state);
+    CHECK(elfen_state_queue_len(s) == ELFEN_STATE_MAX_QUEUE_LEN, "the queue length saturates: 0x%" PRIx64, s);
+    CHECK(elfen_lc_end_q(lc, 0) == 0 && line->requests == 3, "three requests");
+    elfen_lc_detach(lc);
+    elfen_page_destroy(page);
+}
+
+/* elfen_page_options.clock picks the page clock. */
+static void test_page_clock(void) {
+    char path[512];
+    elfen_page_options o = ELFEN_PAGE_OPTIONS_INIT;
+    CHECK(o.clock == ELFEN_CLOCK_AUTO && o.reserved == 0, "ELFEN_PAGE_OPTIONS_INIT: auto clock");
+    elfen_page *page = elfen_page_create(t_path(path, sizeof path, "clock-auto"), "0:1", &o);
+    REQUIRE(page != NULL, "create (auto clock): %s", elfen_last_error());
+    uint32_t detected = elfen_page_header(page)->clock;
+    CHECK(detected == ELFEN_CLOCK_TSC || detected == ELFEN_CLOCK_MONOTONIC_NS, "auto clock %u", detected);
+    elfen_page_destroy(page);
+
+    o.clock = ELFEN_CLOCK_MONOTONIC_NS;
+    page = elfen_page_create(t_path(path, sizeof path, "clock-mono"), "0:1", &o);
+    REQUIRE(page != NULL, "create (monotonic clock): %s", elfen_last_error());
+    CHECK(elfen_page_header(page)->clock == ELFEN_CLOCK_MONOTONIC_NS &&
+              elfen_page_header(page)->ticks_per_sec == 1000000000u,
+          "a CLOCK_MONOTONIC page: clock %u, %" PRIu64 " ticks/s", elfen_page_header(page)->clock,
+          elfen_page_header(page)->ticks_per_sec);
+    /* a batch thread attaches to it as to any page */
+    elfen_batch_options b = ELFEN_BATCH_OPTIONS_INIT;
+    b.pin = 0;
+    b.nap = ELFEN_NAP_SPIN;
+    CHECK(elfen_batch_attach_ex(path, 1, &b) == 0, "attach to a monotonic page: %s", elfen_last_error());
+    elfen_check();
+    CHECK(elfen_batch_detach() == 0, "detach");
+    elfen_page_destroy(page);
+
+    o.clock = ELFEN_CLOCK_TSC;
+    page = elfen_page_create(t_path(path, sizeof path, "clock-tsc"), "0:1", &o);
+    if (detected == ELFEN_CLOCK_TSC) {
+        CHECK(page != NULL && elfen_page_header(page)->clock == ELFEN_CLOCK_TSC, "a TSC page: %s",
+              elfen_last_error());
+    } else {
+        CHECK(page == NULL && strstr(elfen_last_error(), "invariant TSC"),
+              "TSC refused without an invariant TSC: %s", elfen_last_error());
+    }
+    elfen_page_destroy(page);
 }
 
 /* last_error is per thread */
@@ -493,6 +578,8 @@ int main(void) {
     test_unattached();
     test_bad_input();
     test_last_error_per_thread();
+    test_queue_with_begin_and_end();
+    test_page_clock();
     test_shared_lane();
     test_thread_exit();
     test_lazy_attach();

@@ -75,6 +75,30 @@ pub unsafe extern "C" fn elfen_lc_end(lc: *mut ElfenLc) -> c_int {
     with_lc(lc, "elfen_lc_end", |l| l.request_end())
 }
 
+/// `elfen_lc_begin_q`: a request starts (busy, id `id`) and `queue_len`
+/// requests still wait behind it, published in the same store of `state`.
+///
+/// # Safety
+/// `lc` is NULL or a live handle, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn elfen_lc_begin_q(lc: *mut ElfenLc, id: u64, queue_len: u32) -> c_int {
+    with_lc(lc, "elfen_lc_begin_q", |l| {
+        l.request_begin_with_queue(id, queue_len)
+    })
+}
+
+/// `elfen_lc_end_q`: the running request ends (idle) with `queue_len`
+/// requests waiting, published in the same store of `state`.
+///
+/// # Safety
+/// `lc` is NULL or a live handle, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn elfen_lc_end_q(lc: *mut ElfenLc, queue_len: u32) -> c_int {
+    with_lc(lc, "elfen_lc_end_q", |l| {
+        l.request_end_with_queue(queue_len)
+    })
+}
+
 /// `elfen_lc_set_queue_len`: publishes the queue length.
 ///
 /// # Safety

@@ -3,7 +3,7 @@
 
 use crate::error::{EINVAL, ESTATE, Error, guard};
 use elfen_policy::{PolicyConfig, PolicyKind};
-use elfen_shm::{Access, Page, PageSpec};
+use elfen_shm::{Access, Clock, Page, PageSpec};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::PathBuf;
 
@@ -37,6 +37,11 @@ pub struct PageOptions {
     pub batch_mode: u32,
     /// Nonzero: replace an existing page.
     pub replace: u32,
+    /// The page clock: 0 = this machine's best (TSC where invariant),
+    /// `ELFEN_CLOCK_TSC` or `ELFEN_CLOCK_MONOTONIC_NS`.
+    pub clock: u32,
+    /// 0.
+    pub reserved: u32,
 }
 
 impl Default for PageOptions {
@@ -50,7 +55,40 @@ impl Default for PageOptions {
             page_mode: 0o644,
             batch_mode: 0o666,
             replace: 0,
+            clock: CLOCK_AUTO,
+            reserved: 0,
         }
+    }
+}
+
+/// `ELFEN_CLOCK_AUTO`: the page clock elfen-shm detects.
+pub const CLOCK_AUTO: u32 = 0;
+
+/// The page clock `elfen_page_options.clock` asks for (`None`: detect).
+fn page_clock(clock: u32) -> Result<Option<Clock>, Error> {
+    use elfen_shm::layout::clock::{MONOTONIC_NS, TSC};
+    match clock {
+        CLOCK_AUTO => Ok(None),
+        MONOTONIC_NS => Ok(Some(Clock::MONOTONIC)),
+        TSC => {
+            let c = Clock::detect();
+            if c.kind == TSC {
+                Ok(Some(c))
+            } else {
+                Err(Error::new(
+                    EINVAL,
+                    "elfen_page_create: clock ELFEN_CLOCK_TSC, but this machine has no invariant \
+                     TSC; use ELFEN_CLOCK_AUTO or ELFEN_CLOCK_MONOTONIC_NS",
+                ))
+            }
+        }
+        other => Err(Error::new(
+            EINVAL,
+            format!(
+                "elfen_page_create: unknown clock {other} (0 auto, 1 TSC, 2 CLOCK_MONOTONIC \
+                 nanoseconds)"
+            ),
+        )),
     }
 }
 
@@ -111,6 +149,13 @@ pub fn page_spec(pairs: &str, o: &PageOptions) -> Result<PageSpec, Error> {
         spec.batch_mode = o.batch_mode;
     }
     spec.replace = o.replace != 0;
+    spec.clock = page_clock(o.clock)?;
+    if o.reserved != 0 {
+        return Err(Error::new(
+            EINVAL,
+            "elfen_page_create: elfen_page_options.reserved must be 0",
+        ));
+    }
     spec.validate()?;
     Ok(spec)
 }

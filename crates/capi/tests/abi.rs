@@ -11,7 +11,8 @@ use elfen::batch::{
 };
 use elfen::error::{self, elfen_abi_version, elfen_last_error};
 use elfen::lc::{
-    elfen_lc_attach, elfen_lc_begin, elfen_lc_detach, elfen_lc_end, elfen_lc_set_queue_len,
+    elfen_lc_attach, elfen_lc_begin, elfen_lc_begin_q, elfen_lc_detach, elfen_lc_end,
+    elfen_lc_end_q, elfen_lc_set_queue_len,
 };
 use elfen::page::*;
 use elfen::tls::{self, Kind};
@@ -166,9 +167,10 @@ fn header_declares_exactly_the_exports() {
 fn repr_c_structs_match_the_header() {
     use std::mem::{offset_of, size_of};
     // mirrored by _Static_asserts in bindings/c/tests/api.c
-    assert_eq!(size_of::<PageOptions>(), 32);
+    assert_eq!(size_of::<PageOptions>(), 40);
     assert_eq!(offset_of!(PageOptions, budget_ns), 8);
     assert_eq!(offset_of!(PageOptions, replace), 28);
+    assert_eq!(offset_of!(PageOptions, clock), 32);
     assert_eq!(size_of::<CBatchOptions>(), 16);
     assert_eq!(offset_of!(CBatchOptions, futex_timeout_us), 8);
     assert_eq!(size_of::<CBatchStats>(), 48);
@@ -179,11 +181,55 @@ fn repr_c_structs_match_the_header() {
         .find(|l| l.starts_with("#define ELFEN_PAGE_OPTIONS_INIT"))
         .unwrap();
     assert!(
-        init.contains("{ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0666, 0}"),
+        init.contains(
+            "{ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0666, 0, ELFEN_CLOCK_AUTO, 0}"
+        ),
         "{init}"
     );
     assert_eq!(PageOptions::default().policy, 1);
     assert_eq!(PageOptions::default().page_mode, 0o644);
+    assert_eq!(PageOptions::default().clock, 0);
+    assert_eq!(define(&h, "ELFEN_CLOCK_AUTO"), CLOCK_AUTO.into());
+}
+
+#[test]
+fn page_options_pick_the_clock() {
+    use elfen_shm::layout::clock::{MONOTONIC_NS, TSC};
+    let d = tempfile::tempdir().unwrap();
+    let o = PageOptions {
+        clock: MONOTONIC_NS,
+        ..PageOptions::default()
+    };
+    let spec = page_spec("0:1", &o).unwrap();
+    assert_eq!(spec.clock, Some(elfen_shm::Clock::MONOTONIC));
+    let p = c(d.path().join("mono").to_str().unwrap());
+    // SAFETY: valid strings and options; the handle is destroyed below.
+    unsafe {
+        let page = elfen_page_create(p.as_ptr(), c"0:1".as_ptr(), &o);
+        assert!(!page.is_null(), "{}", last_error());
+        let h = &*(elfen_page_header(page) as *const Header);
+        assert_eq!(h.clock.load(Acquire), MONOTONIC_NS);
+        assert_eq!(h.ticks_per_sec.load(Acquire), 1_000_000_000);
+        elfen_page_destroy(page);
+    }
+    assert_eq!(
+        page_spec("0:1", &PageOptions::default()).unwrap().clock,
+        None
+    );
+    let tsc = PageOptions {
+        clock: TSC,
+        ..PageOptions::default()
+    };
+    match page_spec("0:1", &tsc) {
+        Ok(spec) => assert_eq!(spec.clock.map(|c| c.kind), Some(TSC)),
+        Err(e) => assert!(e.to_string().contains("invariant TSC"), "{e}"),
+    }
+    let bad = PageOptions {
+        clock: 7,
+        ..PageOptions::default()
+    };
+    let e = page_spec("0:1", &bad).unwrap_err().to_string();
+    assert!(e.contains("unknown clock 7"), "{e}");
 }
 
 fn c(s: &str) -> CString {
@@ -379,8 +425,16 @@ fn lc_and_batch_threads_through_the_abi() {
     assert!(!lc.is_null(), "{}", last_error());
     for i in 0..5u64 {
         let naps = bl.naps.load(Acquire);
-        // SAFETY: a live handle.
-        assert_eq!(unsafe { elfen_lc_begin(lc, i) }, 0);
+        // Odd requests publish their queue with begin and end (the _q calls).
+        let queued = i % 2 == 1;
+        if queued {
+            // SAFETY: a live handle.
+            assert_eq!(unsafe { elfen_lc_begin_q(lc, i, 3) }, 0);
+            assert_eq!(state::queue_len(lcl.state.load(Acquire)), 3);
+        } else {
+            // SAFETY: a live handle.
+            assert_eq!(unsafe { elfen_lc_begin(lc, i) }, 0);
+        }
         wait_until("the batch thread naps", || {
             bl.napping.load(Acquire) == 1 && bl.naps.load(Acquire) > naps
         });
@@ -390,10 +444,17 @@ fn lc_and_batch_threads_through_the_abi() {
         // SAFETY: a live handle.
         assert_eq!(unsafe { elfen_lc_set_queue_len(lc, 2) }, 0);
         assert_eq!(state::queue_len(lcl.state.load(Acquire)), 2);
-        // SAFETY: a live handle.
-        assert_eq!(unsafe { elfen_lc_set_queue_len(lc, 0) }, 0);
-        // SAFETY: a live handle.
-        assert_eq!(unsafe { elfen_lc_end(lc) }, 0);
+        if queued {
+            // SAFETY: a live handle.
+            assert_eq!(unsafe { elfen_lc_end_q(lc, 0) }, 0);
+        } else {
+            // SAFETY: a live handle.
+            assert_eq!(unsafe { elfen_lc_set_queue_len(lc, 0) }, 0);
+            // SAFETY: a live handle.
+            assert_eq!(unsafe { elfen_lc_end(lc) }, 0);
+        }
+        let s = lcl.state.load(Acquire);
+        assert!(!state::busy(s) && state::queue_len(s) == 0, "{s:#x}");
         let p1 = progress.load(Ordering::Relaxed);
         wait_until("the batch thread runs again", || {
             bl.napping.load(Acquire) == 0 && progress.load(Ordering::Relaxed) > p1
