@@ -7,6 +7,10 @@
 //! - `elfen_hook.c` (built, not linked): `libelfen_hook.a` in `OUT_DIR`, for
 //!   dependents that link instrumented C (`DEP_ELFEN_HOOK_LIB_DIR`).
 //!
+//! Both at `-O2` whatever the Cargo profile: a test or debug build must not
+//! link an unoptimized hook (at `-O0` the enter hook is 20 instructions, at
+//! `-O2` six), and `make -C bindings/c` builds the same code at `-O2`.
+//!
 //! The cdylib must export the C symbols too: rustc's version script lists
 //! only Rust exports, so `exports.map` adds the C ones.
 
@@ -25,6 +29,7 @@ fn main() {
     let base = || {
         let mut b = cc::Build::new();
         b.include(&cdir)
+            .opt_level(2)
             .std("c11")
             .warnings(true)
             .extra_warnings(true)

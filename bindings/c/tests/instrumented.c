@@ -1,6 +1,7 @@
 /*
  * An "unmodified" batch program: it never mentions elfen. The tests build
- * it with -finstrument-functions and link it with libelfen_hook, so every
+ * it with -finstrument-functions (and with -pg -mfentry, and with clang's
+ * -finstrument-function-entry-bare) and link it with libelfen_hook, so every
  * function entry below checks; the environment (ELFEN_PAGE, ELFEN_LANE,
  * ELFEN_NAP) decides whether those checks step aside for an LC service.
  *
@@ -8,6 +9,9 @@
  *
  * Each of THREADS threads calls work() CALLS times, or until STOPFILE exists
  * (looked for every 65536 calls); then it prints calls=<total calls>.
+ * work() takes six integer and eight double arguments (every argument
+ * register) and returns what it was passed: a hook that naps at its entry
+ * must hand them on intact, or the program prints "corrupt" and exits 3.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -15,11 +19,18 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static volatile unsigned long sink;
+#include <stdatomic.h>
 
-__attribute__((noinline)) static void work(unsigned long i) {
+static volatile unsigned long sink;
+static atomic_ulong corrupt;
+
+__attribute__((noinline)) static double work(unsigned long i, unsigned long a, unsigned long b, unsigned long c,
+                                             unsigned long d, unsigned long e, double x0, double x1, double x2,
+                                             double x3, double x4, double x5, double x6, double x7) {
     sink += i;
     __asm__ volatile("" ::: "memory");
+    if (a != i + 1 || b != i + 2 || c != i + 3 || d != i + 4 || e != i + 5) return -1.0;
+    return x0 + 2 * x1 + 4 * x2 + 8 * x3 + 16 * x4 + 32 * x5 + 64 * x6 + 128 * x7;
 }
 
 struct job {
@@ -32,7 +43,10 @@ static void *run(void *arg) {
     struct job *j = (struct job *)arg;
     unsigned long i;
     for (i = 0; i < j->calls; i++) {
-        work(i);
+        double x = (double)(i & 0xFF);
+        /* 255 * x exactly: every double is a small integer */
+        if (work(i, i + 1, i + 2, i + 3, i + 4, i + 5, x, x, x, x, x, x, x, x) != 255.0 * x)
+            atomic_fetch_add(&corrupt, 1);
         if (j->stopfile && (i & 0xFFFF) == 0xFFFF && access(j->stopfile, F_OK) == 0) {
             i++;
             break;
@@ -62,6 +76,10 @@ int main(int argc, char **argv) {
     for (int t = 0; t < threads; t++) {
         pthread_join(tid[t], NULL);
         total += jobs[t].done;
+    }
+    if (atomic_load(&corrupt)) {
+        printf("corrupt=%lu calls=%lu\n", (unsigned long)atomic_load(&corrupt), total);
+        return 3;
     }
     printf("calls=%lu\n", total);
     return 0;

@@ -166,7 +166,8 @@ fn warn_once(msg: &str) {
 
 /// The message printed when an instrumented program runs without `ELFEN_PAGE`.
 pub const NOT_SET_WARNING: &str = "this program checks at every function entry (built with \
-    -finstrument-functions, linked with libelfen_hook) but ELFEN_PAGE is not set, so its checks \
+    -finstrument-functions or -pg -mfentry, linked with libelfen_hook) but ELFEN_PAGE is not set, \
+    so its checks \
     are off and it never steps aside for the LC service; set ELFEN_PAGE (and ELFEN_LANE, \
     ELFEN_NAP) to borrow only idle CPU, or ELFEN_QUIET=1 to silence this";
 

@@ -6,7 +6,7 @@
 //! - pages: [`page`] (`elfen_page_create/open/destroy`, read-only views of
 //!   the lines), for C LC services that are their own controller and for
 //!   tests;
-//! - the LC side: [`lc`] (`elfen_lc_attach/begin/end/set_queue_len/detach`)
+//! - the LC side: [`lc`] (`elfen_lc_attach/begin/end/begin_q/end_q/set_queue_len/detach`)
 //!   over `elfen_runtime::LcLane`;
 //! - the batch side: [`batch`] (`elfen_batch_attach/detach`,
 //!   `elfen_check_slow`) over `elfen_runtime::BatchThread`, for the calling
@@ -27,10 +27,13 @@
 //! ## The hook
 //!
 //! `bindings/c/src/elfen_hook.c` (`libelfen_hook.a`) defines
-//! `__cyg_profile_func_enter` as `elfen_check()`, so a C/C++ program rebuilt
-//! with `-finstrument-functions` checks at every function entry, and arms
-//! lazy attach: each thread attaches itself at its first check from the
-//! `ELFEN_*` environment variables ([`env`](mod@env)).
+//! `__cyg_profile_func_enter` (and the empty `__cyg_profile_func_exit`),
+//! clang's `__cyg_profile_func_enter_bare` and, on x86-64, `__fentry__`
+//! (`-pg -mfentry`, in assembly: it must preserve every argument register)
+//! as `elfen_check()`, so a C/C++ program rebuilt with one of those flags
+//! checks at every function entry; linking it arms lazy attach: each thread
+//! attaches itself at its first check from the `ELFEN_*` environment
+//! variables ([`env`](mod@env)).
 #![deny(missing_docs)]
 
 pub mod batch;
