@@ -1,6 +1,7 @@
-//! The C batch kernels (`c/kernels.c`), built twice by `build.rs`: with
+//! The C batch kernels (`c/kernels.c`), built by `build.rs` with
 //! `-finstrument-functions` (every unit's entry calls libelfen's check hook
-//! `__cyg_profile_func_enter`) and without. They run over an
+//! `__cyg_profile_func_enter`), on x86-64 with `-pg -mfentry` (every unit's
+//! first instruction calls libelfen's `__fentry__`), and without. They run over an
 //! `elfen_kernels::Kernel`'s inputs and buffers ([`Kernel::c_state`]), so
 //! the C and Rust kernels share one definition of a kernel's state.
 
@@ -32,7 +33,22 @@ mod ffi {
             start: u64,
         ) -> u64;
     }
+    #[cfg(target_arch = "x86_64")]
+    unsafe extern "C" {
+        pub(super) fn elfen_k_fentry_run(kind: i32, s: *mut c_void, units: u64);
+        pub(super) fn elfen_k_fentry_run_until(
+            kind: i32,
+            s: *mut c_void,
+            stop: *const u8,
+            units_out: *mut u64,
+            every: u64,
+            start: u64,
+        ) -> u64;
+    }
 }
+
+type RunFn = unsafe extern "C" fn(i32, *mut c_void, u64);
+type RunUntilFn = unsafe extern "C" fn(i32, *mut c_void, *const u8, *mut u64, u64, u64) -> u64;
 
 /// `sizeof(struct elfen_k_state)` as `c/kernels.h` declares it (must equal
 /// [`elfen_kernels::C_STATE_BYTES`]; a test checks).
@@ -48,16 +64,40 @@ pub enum CBuild {
     /// Compiled with `-finstrument-functions`: each unit (a non-inlined
     /// call) enters the check hook first, as the paper's `-pg` checks did.
     Instrumented,
+    /// Compiled with `-pg -mfentry` (x86-64): each unit's first instruction
+    /// calls the check hook `__fentry__`, with no arguments and no exit hook.
+    Fentry,
     /// The same source compiled without the flag: no checks.
     Plain,
 }
 
 impl CBuild {
-    /// `instrumented` or `plain`.
+    /// `instrumented`, `fentry` or `plain`.
     pub fn name(self) -> &'static str {
         match self {
             CBuild::Instrumented => "instrumented",
+            CBuild::Fentry => "fentry",
             CBuild::Plain => "plain",
+        }
+    }
+
+    /// Whether this build exists here (`Fentry`: on x86-64 only).
+    pub fn available(self) -> bool {
+        self != CBuild::Fentry || cfg!(target_arch = "x86_64")
+    }
+
+    /// The build's entry points.
+    ///
+    /// # Panics
+    /// For a build that is not [`CBuild::available`].
+    fn entry_points(self) -> (RunFn, RunUntilFn) {
+        match self {
+            CBuild::Instrumented => (ffi::elfen_k_inst_run, ffi::elfen_k_inst_run_until),
+            CBuild::Plain => (ffi::elfen_k_plain_run, ffi::elfen_k_plain_run_until),
+            #[cfg(target_arch = "x86_64")]
+            CBuild::Fentry => (ffi::elfen_k_fentry_run, ffi::elfen_k_fentry_run_until),
+            #[cfg(not(target_arch = "x86_64"))]
+            CBuild::Fentry => panic!("the -pg -mfentry build exists on x86-64 only"),
         }
     }
 }
@@ -87,12 +127,19 @@ impl CKernel {
         }
     }
 
-    /// A C kernel with `config`.
+    /// A C kernel with `config` (a [`KernelError::BadConfig`] too for a build
+    /// that is not [`CBuild::available`]).
     pub fn with_config(
         kind: KernelKind,
         build: CBuild,
         config: KernelConfig,
     ) -> Result<CKernel, KernelError> {
+        if !build.available() {
+            return Err(KernelError::BadConfig(format!(
+                "the {} build of the C kernels exists on x86-64 only",
+                build.name()
+            )));
+        }
         Ok(CKernel {
             build,
             inner: Kernel::with_config(kind, config)?,
@@ -123,15 +170,11 @@ impl CKernel {
     /// instrumented build each starts with the check hook).
     pub fn run_units(&mut self, units: u64) {
         let (kind, s) = self.state();
+        let (run, _) = self.build.entry_points();
         // SAFETY: `s` is the kernel's live state in the layout c/kernels.h
         // declares (Kernel::c_state; sizes checked by a test), and the C code
         // touches only what c_state's contract allows.
-        unsafe {
-            match self.build {
-                CBuild::Instrumented => ffi::elfen_k_inst_run(kind, s, units),
-                CBuild::Plain => ffi::elfen_k_plain_run(kind, s, units),
-            }
-        }
+        unsafe { run(kind, s, units) }
         self.units += units;
     }
 
@@ -150,16 +193,10 @@ impl CKernel {
         let out = units_out.as_ptr();
         let every = publish_every_units.max(1);
         let start = self.units;
+        let (_, run_until) = self.build.entry_points();
         // SAFETY: as in run_units; `stop` (a bool, one byte) and `units_out`
         // outlive the call and the C code accesses them only atomically.
-        let n = unsafe {
-            match self.build {
-                CBuild::Instrumented => {
-                    ffi::elfen_k_inst_run_until(kind, s, stop, out, every, start)
-                }
-                CBuild::Plain => ffi::elfen_k_plain_run_until(kind, s, stop, out, every, start),
-            }
-        };
+        let n = unsafe { run_until(kind, s, stop, out, every, start) };
         self.units += n;
         n
     }

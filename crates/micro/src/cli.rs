@@ -67,16 +67,18 @@ Fast-path cost, ns per check
 Instrumentation overhead, units/s and %
     Each batch kernel (loop: one empty call per unit; matrix: one 5x5 multiply; flush: zero \
     32 KB; stream: 4 KB of stores over 64 MB) with checks vs the same kernel without: C built \
-    with -finstrument-functions (elfen_check() at every unit's entry, via libelfen's hook) vs \
-    the same C built without; Rust with BatchThread::check() at every unit vs NoCheck. \
+    with -finstrument-functions (elfen_check() at every unit's entry, via libelfen's hook \
+    __cyg_profile_func_enter) vs the same C built without; on x86-64 C built with -pg \
+    -mfentry (the same check in libelfen's __fentry__, called before each unit's prologue) \
+    vs the same; Rust with BatchThread::check() at every unit vs NoCheck. \
     Overhead = unchecked units/s / checked units/s - 1, per A/B repetition (interleaved, \
     --run-ms each); median and spread over --reps repetitions. Loop, an empty call, is the \
     worst case.
 
 Stream interference
-    An 8 MB (L3-resident) pointer chase on the request lane while the batch lane runs Loop \
-    (compute only: the baseline) or the Stream kernel storing plainly or non-temporally: ns \
-    per hop and slowdown against the baseline, at 1.5, 2, 3 and 4 times the L2. The mode \
+    A pointer chase on the request lane while the batch lane runs Loop (compute only: the \
+    baseline) or the Stream kernel storing plainly or non-temporally: ns per hop and \
+    slowdown against the baseline, at 1.5, 2, 3 and 4 times the L2. The mode \
     whose largest slowdown over the sizes is larger by at least 5 % is named worse (the \
     geometric mean over sizes is shown too); the Stream kernel's default is chosen from \
     these figures (docs/micro.md).

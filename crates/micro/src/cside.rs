@@ -1,7 +1,7 @@
 //! The C side of the fast-path and overhead sections: `elfen.h`'s
-//! `elfen_check()` (`c/check_loop.c`) and the C kernels built with and
-//! without `-finstrument-functions`, on the calling thread attached through
-//! libelfen (`crates/capi`).
+//! `elfen_check()` (`c/check_loop.c`) and the C kernels built with
+//! `-finstrument-functions`, with `-pg -mfentry` and without, on the calling
+//! thread attached through libelfen (`crates/capi`).
 
 use crate::ckernel::{CBuild, CKernel};
 use crate::error::MicroError;
@@ -55,19 +55,42 @@ pub fn measure(
         &mut |n| unsafe { elfen_micro_loop_check(n) },
         &mut |n| unsafe { elfen_micro_loop_empty(n) },
     )?;
-    for kind in KernelKind::ALL {
-        progress.say(&format!("overhead: C {kind}"));
-        let mut checked = CKernel::new(kind, CBuild::Instrumented);
-        let mut plain = CKernel::new(kind, CBuild::Plain);
-        overheads.push(overhead::compare(
-            kind,
+    let checked = [
+        (
+            CBuild::Instrumented,
             "c",
-            "-finstrument-functions: libelfen's hook runs elfen_check() at every unit's entry",
-            params.reps,
-            run,
-            &mut |n| checked.run_units(n),
-            &mut |n| plain.run_units(n),
-        )?);
+            "-finstrument-functions: libelfen's __cyg_profile_func_enter runs elfen_check() at \
+             every unit's entry (and the empty __cyg_profile_func_exit at its exit)",
+        ),
+        (
+            CBuild::Fentry,
+            "c-fentry",
+            "-pg -mfentry: libelfen's __fentry__ runs the same check as every unit's first \
+             instruction, before its prologue (no arguments, no exit hook)",
+        ),
+    ];
+    for (build, implementation, checked_with) in checked {
+        if !build.available() {
+            progress.say(&format!(
+                "overhead: C {} build skipped (x86-64 only)",
+                build.name()
+            ));
+            continue;
+        }
+        for kind in KernelKind::ALL {
+            progress.say(&format!("overhead: C {} {kind}", build.name()));
+            let mut checked = CKernel::new(kind, build);
+            let mut plain = CKernel::new(kind, CBuild::Plain);
+            overheads.push(overhead::compare(
+                kind,
+                implementation,
+                checked_with,
+                params.reps,
+                run,
+                &mut |n| checked.run_units(n),
+                &mut |n| plain.run_units(n),
+            )?);
+        }
     }
     Ok(cost)
 }

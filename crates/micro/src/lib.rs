@@ -23,6 +23,7 @@ pub mod fastpath;
 pub mod interference;
 pub mod overhead;
 pub mod pauses;
+mod render;
 pub mod report;
 pub mod setup;
 pub mod stats;

@@ -7,6 +7,8 @@
 //! - **C**: `c/kernels.c` built with `-finstrument-functions` (each unit's
 //!   entry calls `__cyg_profile_func_enter`, i.e. `elfen_check()`, and its
 //!   exit `__cyg_profile_func_exit`) against the same file built without;
+//!   and on x86-64 built with `-pg -mfentry` (each unit's first instruction
+//!   calls `__fentry__`, the same check in assembly) against the same;
 //! - **Rust**: `Kernel::run_units` with the `BatchThread` as its check
 //!   against `NoCheck`.
 //!
@@ -27,7 +29,7 @@ use std::time::{Duration, Instant};
 pub struct KernelOverhead {
     /// The kernel.
     pub kernel: KernelKind,
-    /// `c` or `rust`.
+    /// `c` (`-finstrument-functions`), `c-fentry` (`-pg -mfentry`) or `rust`.
     pub implementation: String,
     /// What the checked variant checks with.
     pub checked_with: String,
