@@ -176,6 +176,10 @@ pub fn fake_hybrid() -> (tempfile::TempDir, Hierarchy) {
 pub fn later(file: PathBuf, content: &'static str, delay: Duration) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         std::thread::sleep(delay);
-        std::fs::write(file, content).unwrap();
+        // Whole or not at all, as the kernel's files read: a plain write
+        // truncates first, and a reader in between would see an empty file.
+        let tmp = file.with_extension("later-tmp");
+        std::fs::write(&tmp, content).unwrap();
+        std::fs::rename(&tmp, file).unwrap();
     })
 }
