@@ -68,8 +68,22 @@ extern "C" {
 #define ELFEN_CLOCK_MONOTONIC_NS 2u /**< CLOCK_MONOTONIC nanoseconds */
 #define ELFEN_CLOCK_AUTO 0u         /**< (elfen_page_options only) TSC where invariant, else CLOCK_MONOTONIC */
 
-/* elfen_header.control bits (written by the controller) */
-#define ELFEN_CONTROL_KILL UINT64_C(1) /**< kill switch: batch threads must not run */
+/* elfen_header.control bits (written by the controller; KILL wins when both are set) */
+#define ELFEN_CONTROL_KILL UINT64_C(1)      /**< kill switch, "batch paused": batch threads must not run */
+#define ELFEN_CONTROL_UNMANAGED UINT64_C(2) /**< kill switch, "batch runs unmanaged": without KILL, batch
+                                                 threads never nap (policy unmanaged); ABI 1 extension */
+#define ELFEN_CONTROL_KNOWN UINT64_C(3)     /**< every bit this version defines; others are 0 */
+
+/* elfen_page_set_kill_mode() / elfen_page_kill_mode(): the kill switch's modes */
+#define ELFEN_KILL_OFF 0       /**< neither bit: the lanes' policies decide */
+#define ELFEN_KILL_PAUSED 1    /**< ELFEN_CONTROL_KILL */
+#define ELFEN_KILL_UNMANAGED 2 /**< ELFEN_CONTROL_UNMANAGED without KILL */
+
+/* elfen_page_batch_mode(): what batch threads' slow paths do, header line 1 considered */
+#define ELFEN_BATCH_MANAGED 0   /**< the lane's policy decides */
+#define ELFEN_BATCH_UNMANAGED 1 /**< never nap (kill switch, mode unmanaged) */
+#define ELFEN_BATCH_KILLED 2    /**< paused: kill switch */
+#define ELFEN_BATCH_STALE 3     /**< paused: heartbeat_stale_ns != 0 and the heartbeat older (fail-safe) */
 
 /* elfen_controller_line.role */
 #define ELFEN_ROLE_UNUSED 0u
@@ -117,9 +131,11 @@ typedef struct ELFEN_LINE_ALIGNED elfen_header {
     uint32_t flags;          /**< reserved, 0 */
     uint64_t created_unix_s; /**< creation time */
     /* ---- line 1: written by the controller */
-    uint64_t heartbeat;   /**< page clock at the controller's last sign of life (0 = never) */
-    uint64_t control;     /**< ELFEN_CONTROL_* bits */
-    uint64_t reserved[6]; /**< 0 */
+    uint64_t heartbeat;          /**< page clock at the controller's last sign of life (0 = never) */
+    uint64_t control;            /**< ELFEN_CONTROL_* bits */
+    uint64_t heartbeat_stale_ns; /**< fail-safe: a heartbeat older than this pauses batch threads
+                                      (0 = no check); set by a controller that beats */
+    uint64_t reserved[5];        /**< 0 */
 } elfen_header;
 
 /** Page file, lane i at ELFEN_HEADER_SIZE + i * ELFEN_LANE_STRIDE: the LC
@@ -215,7 +231,8 @@ ELFEN_ASSERT_FIELD(elfen_header, flags, 52, 4);
 ELFEN_ASSERT_FIELD(elfen_header, created_unix_s, 56, 8);
 ELFEN_ASSERT_FIELD(elfen_header, heartbeat, 64, 8);
 ELFEN_ASSERT_FIELD(elfen_header, control, 72, 8);
-ELFEN_ASSERT_FIELD(elfen_header, reserved, 80, 48);
+ELFEN_ASSERT_FIELD(elfen_header, heartbeat_stale_ns, 80, 8);
+ELFEN_ASSERT_FIELD(elfen_header, reserved, 88, 40);
 
 ELFEN_ASSERT_SIZE(elfen_lc_line, 64);
 ELFEN_ASSERT_FIELD(elfen_lc_line, state, 0, 8);
@@ -386,8 +403,30 @@ const elfen_batch_line *elfen_page_batch(const elfen_page *page, uint32_t lane);
 /** The lane whose controller line names CPU `cpu`, or -1. */
 int elfen_page_lane_of_cpu(const elfen_page *page, uint32_t cpu);
 
-/** Sets (on != 0) or clears the kill switch; needs a created page (controller). */
+/* Header line 1 (docs/protocol.md, "Kill switch and heartbeat"). The setters
+ * need a created page (controller; ELFEN_ESTATE on an opened one); batch
+ * threads obey at their next slow path and while napping. */
+
+/** Sets (on != 0) or clears ELFEN_CONTROL_KILL, leaving UNMANAGED as it is. */
 int elfen_page_set_kill(elfen_page *page, int on);
+/** Sets the kill switch's mode, both bits at once: ELFEN_KILL_OFF, _PAUSED or _UNMANAGED. */
+int elfen_page_set_kill_mode(elfen_page *page, int mode);
+/** The kill switch's mode (ELFEN_KILL_*; KILL wins over UNMANAGED), or a negative code. */
+int elfen_page_kill_mode(const elfen_page *page);
+/** Sets (on != 0) or clears ELFEN_CONTROL_UNMANAGED, leaving KILL as it is. */
+int elfen_page_set_unmanaged(elfen_page *page, int on);
+/** Records a sign of life of the controller: heartbeat = now. */
+int elfen_page_beat(elfen_page *page);
+/** Turns the heartbeat fail-safe on (stale_ns > 0, e.g. 10 x the beat
+ *  interval; beats first) or off (0). */
+int elfen_page_set_heartbeat_stale(elfen_page *page, uint64_t stale_ns);
+/** 1 and *age_ns = ns since the last beat; 0 if the controller never beat;
+ *  or a negative code. */
+int elfen_page_heartbeat_age_ns(const elfen_page *page, uint64_t *age_ns);
+/** 1 if the fail-safe is on and the heartbeat stale (batch threads pause), else 0. */
+int elfen_page_heartbeat_stale(const elfen_page *page);
+/** What batch threads' slow paths do now: ELFEN_BATCH_*, or a negative code. */
+int elfen_page_batch_mode(const elfen_page *page);
 
 /* ---- LC side: one handle per request lane, used by one thread ----------- */
 

@@ -55,7 +55,7 @@ static void build(table *t, uint32_t lanes) {
 #define HDR(m) add(t, PAGE, "header." #m, &h->m, offsetof(elfen_header, m), sizeof h->m)
     HDR(magic); HDR(abi_version); HDR(line_size); HDR(total_size); HDR(lane_count);
     HDR(clock); HDR(ticks_per_sec); HDR(instance); HDR(creator_pid); HDR(flags);
-    HDR(created_unix_s); HDR(heartbeat); HDR(control);
+    HDR(created_unix_s); HDR(heartbeat); HDR(control); HDR(heartbeat_stale_ns);
 #define BHDR(m) add(t, BATCH, "batch_header." #m, &bh->m, offsetof(elfen_batch_header, m), sizeof bh->m)
     BHDR(magic); BHDR(abi_version); BHDR(line_size); BHDR(total_size); BHDR(lane_count);
     BHDR(instance);
@@ -247,7 +247,11 @@ int main(int argc, char **argv) {
     CHECK_EQ_U64(l1->controller.nap, ELFEN_NAP_HYBRID, "lane1 naps hybrid");
     CHECK_EQ_U64(l1->controller.policy, ELFEN_POLICY_FIXED_BUDGET, "lane1 policy");
     CHECK_EQ_U64(h->clock, ELFEN_CLOCK_MONOTONIC_NS, "clock");
-    CHECK_EQ_U64(h->control & ELFEN_CONTROL_KILL, ELFEN_CONTROL_KILL, "kill switch set in the vector");
+    CHECK_EQ_U64(h->control, ELFEN_CONTROL_KILL | ELFEN_CONTROL_UNMANAGED,
+                 "kill switch in mode paused over unmanaged in the vector");
+    CHECK_EQ_U64(h->control & ~ELFEN_CONTROL_KNOWN, 0, "no unknown control bits");
+    CHECK_EQ_U64(offsetof(elfen_header, heartbeat_stale_ns), 80, "heartbeat_stale_ns at offset 80");
+    CHECK_EQ_U64(h->heartbeat_stale_ns, 50000000u, "the vector's fail-safe bound, 50 ms");
     CHECK_EQ_U64(elfen_batch_line_at(batch, 1)->naps, 17, "lane1 naps");
 
     t_note("%zu JSON fields checked through %zu struct members; page %" PRIu64 " B, batch %" PRIu64 " B",

@@ -5,7 +5,8 @@
 //!
 //! - pages: [`page`] (`elfen_page_create/open/destroy`, read-only views of
 //!   the lines), for C LC services that are their own controller and for
-//!   tests;
+//!   tests; [`failsafe`] (header line 1: the kill switch and its modes, the
+//!   heartbeat and its fail-safe);
 //! - the LC side: [`lc`] (`elfen_lc_attach/begin/end/begin_q/end_q/set_queue_len/detach`)
 //!   over `elfen_runtime::LcLane`;
 //! - the batch side: [`batch`] (`elfen_batch_attach/detach`,
@@ -39,6 +40,7 @@
 pub mod batch;
 pub mod env;
 pub mod error;
+pub mod failsafe;
 pub mod lc;
 pub mod page;
 pub mod tls;

@@ -1,7 +1,7 @@
 //! `elfen_page_*`: create a signal page from C (an LC service that is its
 //! own controller, a test), or open one read-only to watch its counters.
 
-use crate::error::{EINVAL, ESTATE, Error, guard};
+use crate::error::{EINVAL, Error, guard};
 use elfen_policy::{PolicyConfig, PolicyKind};
 use elfen_shm::{Access, Clock, Page, PageSpec};
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -160,7 +160,8 @@ pub fn page_spec(pairs: &str, o: &PageOptions) -> Result<PageSpec, Error> {
     Ok(spec)
 }
 
-fn handle<'a>(p: *const ElfenPage) -> Option<&'a ElfenPage> {
+/// The handle behind `p` (NULL → `None`).
+pub(crate) fn handle<'a>(p: *const ElfenPage) -> Option<&'a ElfenPage> {
     // SAFETY: NULL or a handle from elfen_page_create/open not yet destroyed.
     unsafe { p.as_ref() }
 }
@@ -307,25 +308,4 @@ pub unsafe extern "C" fn elfen_page_lane_of_cpu(page: *const ElfenPage, cpu: u32
     handle(page)
         .and_then(|p| p.page.lane_of_cpu(cpu))
         .map_or(-1, |l| l as c_int)
-}
-
-/// `elfen_page_set_kill`: sets or clears the kill switch (controller only).
-///
-/// # Safety
-/// `page` is NULL or a live handle.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn elfen_page_set_kill(page: *mut ElfenPage, on: c_int) -> c_int {
-    guard(
-        |c| c,
-        || {
-            let p = handle(page)
-                .ok_or_else(|| Error::new(EINVAL, "elfen_page_set_kill: page is NULL"))?;
-            p.page.set_kill(on != 0).map_err(|e| {
-                let mut e = Error::from(e);
-                e.code = ESTATE;
-                e
-            })?;
-            Ok(0)
-        },
-    )
 }

@@ -10,6 +10,7 @@ use elfen::batch::{
     elfen_check_slow,
 };
 use elfen::error::{self, elfen_abi_version, elfen_last_error};
+use elfen::failsafe::*;
 use elfen::lc::{
     elfen_lc_attach, elfen_lc_begin, elfen_lc_begin_q, elfen_lc_detach, elfen_lc_end,
     elfen_lc_end_q, elfen_lc_set_queue_len,
@@ -77,6 +78,22 @@ fn header_constants_match_rust() {
     assert_eq!(d("ELFEN_CLOCK_TSC"), l::clock::TSC.into());
     assert_eq!(d("ELFEN_CLOCK_MONOTONIC_NS"), l::clock::MONOTONIC_NS.into());
     assert_eq!(d("ELFEN_CONTROL_KILL"), l::control::KILL.into());
+    assert_eq!(d("ELFEN_CONTROL_UNMANAGED"), l::control::UNMANAGED.into());
+    assert_eq!(d("ELFEN_CONTROL_KNOWN"), l::control::KNOWN.into());
+    {
+        use elfen::failsafe as f;
+        for (n, v) in [
+            ("ELFEN_KILL_OFF", f::KILL_OFF),
+            ("ELFEN_KILL_PAUSED", f::KILL_PAUSED),
+            ("ELFEN_KILL_UNMANAGED", f::KILL_UNMANAGED),
+            ("ELFEN_BATCH_MANAGED", f::BATCH_MANAGED),
+            ("ELFEN_BATCH_UNMANAGED", f::BATCH_UNMANAGED),
+            ("ELFEN_BATCH_KILLED", f::BATCH_KILLED),
+            ("ELFEN_BATCH_STALE", f::BATCH_STALE),
+        ] {
+            assert_eq!(d(n), v.into(), "{n}");
+        }
+    }
     assert_eq!(d("ELFEN_ROLE_UNUSED"), l::role::UNUSED.into());
     assert_eq!(d("ELFEN_ROLE_REQUEST"), l::role::REQUEST.into());
     assert_eq!(d("ELFEN_ROLE_BATCH"), l::role::BATCH.into());
@@ -502,4 +519,70 @@ fn rust_attach_arms_the_c_fast_path() {
     .unwrap();
     // SAFETY: a live handle.
     unsafe { elfen_page_destroy(page) };
+}
+
+#[test]
+fn kill_modes_and_heartbeat_from_c() {
+    use elfen_shm::layout::control::{KILL, UNMANAGED};
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("sig");
+    let page = create(&path);
+    // SAFETY: a live handle throughout; `age` is writable.
+    unsafe {
+        let h = &*(elfen_page_header(page) as *const Header);
+        assert_eq!(elfen_page_set_kill_mode(page, KILL_UNMANAGED), 0);
+        assert_eq!(h.control.load(Acquire), UNMANAGED);
+        assert_eq!(elfen_page_batch_mode(page), BATCH_UNMANAGED);
+        assert_eq!(elfen_page_set_kill(page, 1), 0);
+        assert_eq!(h.control.load(Acquire), KILL | UNMANAGED);
+        assert_eq!(elfen_page_kill_mode(page), KILL_PAUSED);
+        assert_eq!(elfen_page_batch_mode(page), BATCH_KILLED);
+        assert_eq!(elfen_page_set_unmanaged(page, 0), 0);
+        assert_eq!(elfen_page_set_kill_mode(page, KILL_OFF), 0);
+        assert_eq!(h.control.load(Acquire), 0);
+        assert_eq!(elfen_page_set_kill_mode(page, 9), error::EINVAL);
+        assert!(last_error().contains("unknown mode 9"), "{}", last_error());
+
+        let mut age = 7u64;
+        assert_eq!(elfen_page_heartbeat_age_ns(page, &mut age), 0);
+        assert_eq!(age, 7, "never beat: untouched");
+        assert_eq!(elfen_page_set_heartbeat_stale(page, 1_000_000_000), 0);
+        assert_eq!(h.heartbeat_stale_ns.load(Acquire), 1_000_000_000);
+        assert_eq!(elfen_page_heartbeat_age_ns(page, &mut age), 1);
+        assert!(age < 1_000_000_000);
+        assert_eq!(elfen_page_heartbeat_stale(page), 0);
+        let clock = (*page).page().clock();
+        h.heartbeat.store(
+            clock.now() - clock.ns_to_ticks(2_000_000_000),
+            Ordering::Release,
+        );
+        assert_eq!(elfen_page_heartbeat_stale(page), 1);
+        assert_eq!(elfen_page_batch_mode(page), BATCH_STALE);
+        assert_eq!(elfen_page_beat(page), 0);
+        assert_eq!(elfen_page_batch_mode(page), BATCH_MANAGED);
+        assert_eq!(
+            elfen_page_heartbeat_age_ns(page, std::ptr::null_mut()),
+            error::EINVAL
+        );
+
+        let p = c_str(&path);
+        let ro = elfen_page_open(p.as_ptr());
+        assert!(!ro.is_null());
+        for rc in [
+            elfen_page_set_kill_mode(ro, KILL_OFF),
+            elfen_page_set_unmanaged(ro, 1),
+            elfen_page_beat(ro),
+            elfen_page_set_heartbeat_stale(ro, 0),
+        ] {
+            assert_eq!(rc, error::ESTATE, "{}", last_error());
+        }
+        assert_eq!(elfen_page_kill_mode(ro), KILL_OFF);
+        elfen_page_destroy(ro);
+        assert_eq!(elfen_page_kill_mode(std::ptr::null()), error::EINVAL);
+        elfen_page_destroy(page);
+    }
+}
+
+fn c_str(p: &Path) -> CString {
+    c(p.to_str().unwrap())
 }

@@ -218,6 +218,13 @@ pub fn kill_pid(pid: u32) {
     signal_pid(pid, libc::SIGKILL);
 }
 
+/// Whether this process runs as root (effective uid 0): BPF, real-time
+/// priorities and cgroup writes need it.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

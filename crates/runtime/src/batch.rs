@@ -7,10 +7,12 @@
 //! - [`BatchThread::check`] — the **check**, the fast path: one relaxed load
 //!   of the request lane's `state` and one compare with [`expected`]. Call
 //!   it often (every loop iteration, every function entry).
-//! - [`BatchThread::slow_path`] — runs only when the compare fails: the kill
-//!   switch, configuration changes, the **policy** (`elfen-policy`), and on
-//!   `Nap` a **nap** (`crate::nap`) until the lane changes, then again until
-//!   the policy says `Run`. It never allocates, logs or fails.
+//! - [`BatchThread::slow_path`] — runs only when the compare fails: header
+//!   line 1 (the kill switch and its mode, the heartbeat fail-safe:
+//!   `elfen_shm::batch_mode`), configuration changes, the **policy**
+//!   (`elfen-policy`), and on `Nap` a **nap** (`crate::nap`) until the lane
+//!   changes, then again until the policy says `Run`. It never allocates,
+//!   logs or fails.
 //!
 //! While a budget policy co-runs (`Policy::time_sensitive`) the expected
 //! value is `state::NEVER`, so every check takes the slow path: the budget
@@ -19,8 +21,10 @@
 //! [`expected`]: BatchThread::expected
 
 use elfen_policy::{Decision, Observation, Policy, PolicyConfig, PolicyKind};
-use elfen_shm::layout::{BatchLine, ControllerLine, LcLine};
-use elfen_shm::{Access, Clock, ControllerConfig, Page, control, futex_word, role, state};
+use elfen_shm::layout::{BatchLine, ControllerLine, Header, LcLine};
+use elfen_shm::{
+    Access, BatchMode, Clock, ControllerConfig, Page, batch_mode, futex_word, role, state,
+};
 use elfen_topo::PinGuard;
 use std::marker::PhantomData;
 use std::path::Path;
@@ -139,7 +143,7 @@ pub struct BatchThread {
     lc: *const LcLine,
     line: *const BatchLine,
     ctl: *const ControllerLine,
-    control: *const AtomicU64,
+    header: *const Header,
     config_seq: u32,
     nap_id: u32,
     napper: Napper,
@@ -300,7 +304,7 @@ impl BatchThread {
             lc,
             line,
             ctl,
-            control: &page.header().control,
+            header: page.header(),
             config_seq: cfg.seq,
             nap_id: cfg.nap,
             napper,
@@ -351,14 +355,16 @@ impl BatchThread {
 
     /// **The slow path**: runs the policy and naps until it says `Run`.
     ///
-    /// Each round: the kill switch (a set `KILL` bit naps until the control
-    /// word or `state` changes); a changed controller `config_seq`
-    /// (re-read the line, reconfigure the policy/nap backend); an
-    /// observation (busy, queue length, begin sequence as the running
-    /// request, now in ns, the LC IPC where counters exist); the policy
-    /// step. `Run` returns (with `expected` = the observed `state`, or
-    /// `NEVER` while a budget runs); `Nap` naps on the observed `state`
-    /// and goes round again. Never allocates, logs or fails.
+    /// Each round: a changed controller `config_seq` (re-read the line,
+    /// reconfigure the policy/nap backend); header line 1, folded by
+    /// `elfen_shm::batch_mode` — kill switch `KILL` (nap until the control
+    /// word or `state` changes), a stale heartbeat (nap until a beat, the
+    /// control word or `state` changes), `UNMANAGED` (run without asking the
+    /// policy); otherwise an observation (busy, queue length, begin sequence
+    /// as the running request, now in ns, the LC IPC where counters exist)
+    /// and the policy step. `Run` returns (with `expected` = the observed
+    /// `state`, or `NEVER` while a budget runs); `Nap` naps on the observed
+    /// `state` and goes round again. Never allocates, logs or fails.
     #[cold]
     #[inline(never)]
     pub fn slow_path(&mut self) {
@@ -374,11 +380,30 @@ impl BatchThread {
             // SAFETY: as in `check`.
             let s = unsafe { &*self.watch }.load(Acquire);
             // SAFETY: points into self.page's header.
-            let control_word = unsafe { &*self.control }.load(Acquire);
+            let h = unsafe { &*self.header };
+            let control_word = h.control.load(Acquire);
             let now = self.clock.now();
-            if control_word & control::KILL != 0 {
-                self.nap(s, control_word, now);
-                continue;
+            // The heartbeat is read only where the fail-safe is on.
+            let stale_ns = h.heartbeat_stale_ns.load(Relaxed);
+            let beat = if stale_ns != 0 {
+                h.heartbeat.load(Relaxed)
+            } else {
+                0
+            };
+            match batch_mode(control_word, beat, stale_ns, now, self.clock) {
+                BatchMode::Managed => {}
+                BatchMode::Killed => {
+                    self.nap(s, control_word, None, now);
+                    continue;
+                }
+                BatchMode::Stale => {
+                    self.nap(s, control_word, Some((beat, stale_ns)), now);
+                    continue;
+                }
+                BatchMode::Unmanaged => {
+                    self.run(s, now, false);
+                    return;
+                }
             }
             let lc_ipc = match &mut self.ipc {
                 Some(ipc) if self.policy.config().kind == PolicyKind::DynamicRefresh => {
@@ -395,23 +420,33 @@ impl BatchThread {
             };
             match self.policy.step(&obs) {
                 Decision::Run => {
-                    if obs.lc_busy {
-                        if self.corun_since == 0 {
-                            self.corun_since = now.max(1);
-                        }
-                    } else {
-                        self.end_corun(now);
-                    }
-                    if self.policy.time_sensitive() {
-                        self.expected = state::NEVER;
-                    } else {
-                        self.expected = s;
-                        self.flush_slow_checks();
-                    }
+                    let every_check = self.policy.time_sensitive();
+                    self.run(s, now, every_check);
                     return;
                 }
-                Decision::Nap => self.nap(s, control_word, now),
+                Decision::Nap => self.nap(s, control_word, None, now),
             }
+        }
+    }
+
+    /// The slow path's `Run` on `state` value `s` at `now`: co-running
+    /// accounting, then the value the check compares against — `s`, or
+    /// `NEVER` when `every_check` (a budget being spent) so every check
+    /// comes back here.
+    #[inline(always)]
+    fn run(&mut self, s: u64, now: u64, every_check: bool) {
+        if state::busy(s) {
+            if self.corun_since == 0 {
+                self.corun_since = now.max(1);
+            }
+        } else {
+            self.end_corun(now);
+        }
+        if every_check {
+            self.expected = state::NEVER;
+        } else {
+            self.expected = s;
+            self.flush_slow_checks();
         }
     }
 
@@ -446,9 +481,10 @@ impl BatchThread {
         }
     }
 
-    /// One nap on `state` value `s` (and control word `control0`), with the
-    /// batch-line accounting of protocol.md around it.
-    fn nap(&mut self, s: u64, control0: u64, now: u64) {
+    /// One nap on `state` value `s` (and control word `control0`; for a
+    /// stale heartbeat also on `beat0` = (heartbeat, heartbeat_stale_ns)),
+    /// with the batch-line accounting of protocol.md around it.
+    fn nap(&mut self, s: u64, control0: u64, beat0: Option<(u64, u64)>, now: u64) {
         self.end_corun(now);
         self.flush_slow_checks();
         let ran = now.saturating_sub(self.run_since);
@@ -460,13 +496,16 @@ impl BatchThread {
         line.run_ticks.fetch_add(ran, Relaxed);
         line.last_change.store(now, Relaxed);
         // SAFETY: all pointers into self.page's mappings.
-        let (state_word, control, lc) = unsafe { (&*self.watch, &*self.control, &*self.lc) };
+        let (state_word, h, lc) = unsafe { (&*self.watch, &*self.header, &*self.lc) };
         self.napper.nap(&Watch {
             state: state_word,
             futex: futex_word(lc),
             napped: s,
-            control,
+            control: &h.control,
             control0,
+            heartbeat: &h.heartbeat,
+            stale_ns: &h.heartbeat_stale_ns,
+            beat0,
             sleepers: &line.sleepers,
         });
         let woke = self.clock.now();

@@ -13,9 +13,11 @@
 //!
 //! Every nap returns when the watched `state` word differs from the value
 //! napped on, or when the page's control word (kill switch) differs from
-//! the value seen when the nap began. The futex backend re-reads the control
-//! word at least every `futex_timeout` (10 ms by default), spin every few
-//! thousand `pause`s, umwait/mwaitx at least every ~100 µs.
+//! the value seen when the nap began; a nap taken because the heartbeat is
+//! stale also returns when `heartbeat` or `heartbeat_stale_ns` changes. The
+//! futex backend re-reads header line 1 at least every `futex_timeout`
+//! (10 ms by default), spin every few thousand `pause`s, umwait/mwaitx at
+//! least every ~100 µs.
 //!
 //! `umwait`/`mwaitx` exist only where [`Features`] detects them (CPUID plus,
 //! for `umwait`, the OS's `umwait_control`); [`NapChoice::resolve`] is the
@@ -251,7 +253,7 @@ impl FromStr for NapChoice {
     }
 }
 
-/// How often a spinning nap re-reads the control word (in `pause`s).
+/// How often a spinning nap re-reads header line 1 (in `pause`s).
 const CONTROL_EVERY: u32 = 4096;
 /// How often a hybrid nap's spin phase reads the clock (in `pause`s).
 const CLOCK_EVERY: u32 = 64;
@@ -263,7 +265,7 @@ pub const MAX_FUTEX_TIMEOUT: Duration = Duration::from_secs(1);
 const HW_WAIT_TICKS: u64 = 200_000;
 
 /// What a nap watches: the partner request lane's `state`, the value napped
-/// on, and the page's control word.
+/// on, and the page's header line 1.
 pub(crate) struct Watch<'a> {
     /// The request lane's `state`.
     pub state: &'a AtomicU64,
@@ -275,15 +277,33 @@ pub(crate) struct Watch<'a> {
     pub control: &'a AtomicU64,
     /// Its value when the nap began.
     pub control0: u64,
+    /// The header's `heartbeat`.
+    pub heartbeat: &'a AtomicU64,
+    /// The header's `heartbeat_stale_ns`.
+    pub stale_ns: &'a AtomicU64,
+    /// For a nap taken because the heartbeat was stale: `(heartbeat,
+    /// heartbeat_stale_ns)` when it began (a change ends the nap). `None`:
+    /// the heartbeat does not end this nap.
+    pub beat0: Option<(u64, u64)>,
     /// This batch lane's `sleepers`.
     pub sleepers: &'a AtomicU32,
 }
 
 impl Watch<'_> {
-    /// Whether the nap is over: `state` or the control word changed.
+    /// Whether the nap is over: `state` or header line 1 changed.
     #[inline(always)]
     fn over(&self) -> bool {
-        self.state.load(Relaxed) != self.napped || self.control.load(Relaxed) != self.control0
+        self.state.load(Relaxed) != self.napped || self.header_changed()
+    }
+
+    /// Whether the control word changed or, for a stale-heartbeat nap, the
+    /// controller beat (or changed the bound) since the nap began.
+    #[inline(always)]
+    fn header_changed(&self) -> bool {
+        self.control.load(Relaxed) != self.control0
+            || self.beat0.is_some_and(|(beat, stale)| {
+                self.heartbeat.load(Relaxed) != beat || self.stale_ns.load(Relaxed) != stale
+            })
     }
 }
 
@@ -364,8 +384,8 @@ impl Napper {
     }
 }
 
-/// The spin nap: a `pause` loop that reads `state` every iteration and the
-/// control word every [`CONTROL_EVERY`] iterations, nothing else. Returns
+/// The spin nap: a `pause` loop that reads `state` every iteration and
+/// header line 1 every [`CONTROL_EVERY`] iterations, nothing else. Returns
 /// `true` when the nap is over, `false` when `deadline` (page clock) passed.
 fn spin(w: &Watch<'_>, deadline: Option<u64>, clock: Clock) -> bool {
     let mut i: u32 = 0;
@@ -374,7 +394,7 @@ fn spin(w: &Watch<'_>, deadline: Option<u64>, clock: Clock) -> bool {
             return true;
         }
         i = i.wrapping_add(1);
-        if i % CONTROL_EVERY == 0 && w.control.load(Relaxed) != w.control0 {
+        if i % CONTROL_EVERY == 0 && w.header_changed() {
             return true;
         }
         if let Some(d) = deadline {
@@ -390,7 +410,7 @@ fn spin(w: &Watch<'_>, deadline: Option<u64>, clock: Clock) -> bool {
 /// fence, re-read `state`; block only if it still holds the napped value.
 /// The LC stores `state`, fences, then reads `sleepers`: either it sees us
 /// and wakes us, or we see its store and do not block. The timeout bounds
-/// how late the control word is noticed.
+/// how late a change of header line 1 is noticed.
 fn futex(w: &Watch<'_>, timeout: &libc::timespec) {
     loop {
         w.sleepers.fetch_add(1, SeqCst);

@@ -6,7 +6,7 @@
 //! ```text
 //! <path>        (the page proper, mode 0644: LC and controller write, everyone reads)
 //!   0    Header            line 0: identity, written once by the creator
-//!   64                     line 1: heartbeat + control word, written by the controller
+//!   64                     line 1: heartbeat, control word, heartbeat_stale_ns (controller)
 //!   128  lane 0: LcLine        written by the LC thread of lane 0
 //!   192  lane 0: ControllerLine written by the controller
 //!   256  lane 1: LcLine …
@@ -67,13 +67,22 @@ pub mod clock {
     pub const MONOTONIC_NS: u32 = 2;
 }
 
-/// `Header.control` bits, written by the controller.
+/// `Header.control` bits, written by the controller (and the operator's
+/// kill switch). [`KILL`](control::KILL) wins when both are set; see
+/// `crate::failsafe` for what batch threads make of them.
 pub mod control {
-    /// Kill switch: batch threads must not run batch code. A batch thread
-    /// obeys at its next slow path and naps until the bit clears.
+    /// Kill switch, mode "batch paused": batch threads must not run batch
+    /// code. A batch thread obeys at its next slow path and naps until the
+    /// bit clears.
     pub const KILL: u64 = 1;
+    /// Kill switch, mode "batch runs unmanaged" (borrowing off): without
+    /// [`KILL`], a batch thread's slow path behaves as policy `UNMANAGED` —
+    /// it never naps, whatever its lane's policy. A compatible extension of
+    /// ABI 1: the bit was reserved-zero, so pages that never set it behave
+    /// as before.
+    pub const UNMANAGED: u64 = 2;
     /// Every bit this version defines; others must be zero.
-    pub const KNOWN: u64 = KILL;
+    pub const KNOWN: u64 = KILL | UNMANAGED;
 }
 
 /// `ControllerLine.role`.
@@ -205,10 +214,15 @@ pub struct Header {
     // ---- line 1: written by the controller
     /// Page clock ticks at the controller's last sign of life (0 = never).
     pub heartbeat: AtomicU64,
-    /// [`control`] bits (kill switch).
+    /// [`control`] bits (kill switch and its mode).
     pub control: AtomicU64,
+    /// Heartbeat fail-safe: a `heartbeat` older than this many nanoseconds
+    /// is stale and batch threads pause as under [`control::KILL`]; 0 (every
+    /// page whose controller does not beat) = no staleness check. Set by a
+    /// controller that beats, e.g. to 10 × its beat interval.
+    pub heartbeat_stale_ns: AtomicU64,
     /// Reserved, zero.
-    pub reserved: [AtomicU64; 6],
+    pub reserved: [AtomicU64; 5],
 }
 
 /// One lane's LC line; written only by the LC thread serving that lane.
@@ -326,7 +340,7 @@ macro_rules! assert_layout {
 assert_layout!(Header, 128,
     magic @ 0, abi_version @ 8, line_size @ 12, total_size @ 16, lane_count @ 24,
     clock @ 28, ticks_per_sec @ 32, instance @ 40, creator_pid @ 48, flags @ 52,
-    created_unix_s @ 56, heartbeat @ 64, control @ 72, reserved @ 80);
+    created_unix_s @ 56, heartbeat @ 64, control @ 72, heartbeat_stale_ns @ 80, reserved @ 88);
 assert_layout!(LcLine, 64,
     state @ 0, request_id @ 8, busy_since @ 16, busy_ticks @ 24, requests @ 32,
     lc_tid @ 40, reserved0 @ 44, reserved @ 48);

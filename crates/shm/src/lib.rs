@@ -14,11 +14,14 @@ compile_error!("the signal page is little-endian and elfen-shm maps it in place"
 
 pub mod clock;
 pub mod error;
+pub mod failsafe;
 pub mod layout;
 pub mod page;
+pub mod spec;
 
 pub use clock::Clock;
 pub use error::ShmError;
+pub use failsafe::{BatchMode, KillMode, UnknownKillMode, batch_mode, heartbeat_stale};
 pub use layout::{
     ABI_VERSION, BatchHeader, BatchLine, ControllerLine, Header, LcLine, MAX_LANES, MAX_PARTNERS,
     clock as clock_kind, control, nap, policy, role, state,

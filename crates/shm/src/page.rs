@@ -4,6 +4,10 @@
 use crate::clock::Clock;
 use crate::error::ShmError;
 use crate::layout::*;
+pub use crate::spec::{
+    ControllerConfig, DEFAULT_HYBRID_SPIN_NS, DEFAULT_NAME, Identity, LaneSpec, PageSpec, SHM_DIR,
+    batch_path, page_path,
+};
 use std::ffi::CString;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
@@ -13,189 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, fence};
 
-/// Directory of pages named without a `/`.
-pub const SHM_DIR: &str = "/dev/shm";
-/// The default page name.
-pub const DEFAULT_NAME: &str = "elfen";
-
-/// The page file for `name`: a name without `/` lives in `/dev/shm`; anything
-/// else is taken as a path.
-pub fn page_path(name: &str) -> PathBuf {
-    if name.contains('/') {
-        PathBuf::from(name)
-    } else {
-        Path::new(SHM_DIR).join(name)
-    }
-}
-
-/// The batch file that goes with page file `page`: `<page>.batch`.
-pub fn batch_path(page: &Path) -> PathBuf {
-    let mut s = page.as_os_str().to_owned();
-    s.push(".batch");
-    PathBuf::from(s)
-}
-
-/// One lane of a page to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaneSpec {
-    /// Logical CPU id of the lane.
-    pub cpu: u32,
-    /// [`role`] of the lane.
-    pub role: u32,
-    /// Partner lane indices (see [`ControllerLine::partners`]).
-    pub partners: Vec<u32>,
-    /// [`crate::policy`] id.
-    pub policy: u32,
-    /// Budget, ns.
-    pub budget_ns: u64,
-    /// [`nap`] backend requested.
-    pub nap: u32,
-    /// Hybrid nap spin bound, ns.
-    pub hybrid_spin_ns: u32,
-    /// Reference IPC × 1000 for dynamic refresh (0 = none).
-    pub ref_ipc_milli: u32,
-}
-
-/// A fixed page identity, for reproducible pages (golden test vectors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Identity {
-    /// The clock timestamps count.
-    pub clock: Clock,
-    /// Instance id.
-    pub instance: u64,
-    /// Creator pid.
-    pub creator_pid: u32,
-    /// Creation time, Unix seconds.
-    pub created_unix_s: u64,
-}
-
-/// What to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PageSpec {
-    /// The lanes, in page order (lane index = position).
-    pub lanes: Vec<LaneSpec>,
-    /// `None`: this process, now, a random instance, [`PageSpec::clock`].
-    pub identity: Option<Identity>,
-    /// The clock of a page without a fixed identity; `None`: the detected
-    /// one (TSC where invariant). Pages that writers without a TSC reader
-    /// attach to (Java) need [`Clock::MONOTONIC`].
-    pub clock: Option<Clock>,
-    /// Mode of the page file (default 0644: LC and controller write, all read).
-    pub page_mode: u32,
-    /// Mode of the batch file (default 0666: any local batch user writes its line).
-    pub batch_mode: u32,
-    /// Group to give the batch file (with `batch_mode` 0660, only that group's
-    /// batch users may attach).
-    pub batch_gid: Option<u32>,
-    /// Replace an existing page at the path instead of failing.
-    pub replace: bool,
-}
-
-impl PageSpec {
-    /// A page for request/batch pairs given as `(request cpu, batch cpus)`:
-    /// lanes are laid out pair by pair, request lane first.
-    pub fn for_pairs(pairs: &[(u32, Vec<u32>)], policy: u32, budget_ns: u64) -> PageSpec {
-        let mut lanes = Vec::new();
-        for (req, batch) in pairs {
-            let r = lanes.len() as u32;
-            lanes.push(LaneSpec {
-                cpu: *req,
-                role: role::REQUEST,
-                partners: (1..=batch.len() as u32).map(|i| r + i).collect(),
-                policy,
-                budget_ns,
-                nap: nap::AUTO,
-                hybrid_spin_ns: DEFAULT_HYBRID_SPIN_NS,
-                ref_ipc_milli: 0,
-            });
-            for b in batch {
-                lanes.push(LaneSpec {
-                    cpu: *b,
-                    role: role::BATCH,
-                    partners: vec![r],
-                    policy,
-                    budget_ns,
-                    nap: nap::AUTO,
-                    hybrid_spin_ns: DEFAULT_HYBRID_SPIN_NS,
-                    ref_ipc_milli: 0,
-                });
-            }
-        }
-        PageSpec {
-            lanes,
-            identity: None,
-            clock: None,
-            page_mode: 0o644,
-            batch_mode: 0o666,
-            batch_gid: None,
-            replace: false,
-        }
-    }
-
-    /// Checks that the lanes form a consistent page.
-    pub fn validate(&self) -> Result<(), ShmError> {
-        let n = self.lanes.len();
-        let bad = |m: String| Err(ShmError::BadSpec(m));
-        if n == 0 || n > MAX_LANES as usize {
-            return bad(format!("a page has 1..={MAX_LANES} lanes, got {n}"));
-        }
-        for (i, l) in self.lanes.iter().enumerate() {
-            if self.lanes[..i].iter().any(|o| o.cpu == l.cpu) {
-                return bad(format!("lane {i}: cpu {} appears twice", l.cpu));
-            }
-            for &p in &l.partners {
-                if p as usize >= n || p as usize == i {
-                    return bad(format!(
-                        "lane {i}: partner {p} is not another lane of this page"
-                    ));
-                }
-            }
-            match l.role {
-                role::UNUSED if l.partners.is_empty() => {}
-                role::UNUSED => return bad(format!("lane {i}: an unused lane has no partners")),
-                role::REQUEST => {
-                    if l.partners.len() > MAX_PARTNERS {
-                        return bad(format!(
-                            "lane {i}: {} batch partners, at most {MAX_PARTNERS}",
-                            l.partners.len()
-                        ));
-                    }
-                    if let Some(p) = l
-                        .partners
-                        .iter()
-                        .find(|&&p| self.lanes[p as usize].role != role::BATCH)
-                    {
-                        return bad(format!(
-                            "lane {i}: partner {p} of a request lane must be a batch lane"
-                        ));
-                    }
-                }
-                role::BATCH => {
-                    if l.partners.len() != 1
-                        || self.lanes[l.partners[0] as usize].role != role::REQUEST
-                    {
-                        return bad(format!(
-                            "lane {i}: a batch lane watches exactly one request lane"
-                        ));
-                    }
-                }
-                r => return bad(format!("lane {i}: unknown role {r}")),
-            }
-            if l.nap > nap::MWAITX {
-                return bad(format!("lane {i}: unknown nap backend {}", l.nap));
-            }
-        }
-        Ok(())
-    }
-}
-
 /// How long [`Page::read_controller`] waits for a controller line that is
 /// being rewritten (odd `config_seq`) before reporting it stuck.
 pub const STUCK_SEQLOCK_NS: u64 = 100_000_000;
-
-/// Default spin bound of the hybrid nap (50 µs: longer than a futex round
-/// trip on a virtual machine, shorter than most idle periods).
-pub const DEFAULT_HYBRID_SPIN_NS: u32 = 50_000;
 
 /// Who attaches, which decides each file's access (the permission model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,38 +48,6 @@ impl Access {
     }
     fn batch_rw(self) -> bool {
         matches!(self, Access::Batch | Access::Controller)
-    }
-}
-
-/// A controller line read consistently (under its seqlock).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ControllerConfig {
-    /// [`role`].
-    pub role: u32,
-    /// Logical CPU.
-    pub cpu: u32,
-    /// Policy id.
-    pub policy: u32,
-    /// [`nap`] backend.
-    pub nap: u32,
-    /// Budget, ns.
-    pub budget_ns: u64,
-    /// Reference IPC × 1000.
-    pub ref_ipc_milli: u32,
-    /// Valid entries of `partners`.
-    pub partner_count: u32,
-    /// Partner lanes.
-    pub partners: [u32; MAX_PARTNERS],
-    /// Hybrid spin bound, ns.
-    pub hybrid_spin_ns: u32,
-    /// The seqlock value the snapshot was taken at (even).
-    pub seq: u32,
-}
-
-impl ControllerConfig {
-    /// The partner lanes.
-    pub fn partners(&self) -> &[u32] {
-        &self.partners[..(self.partner_count as usize).min(MAX_PARTNERS)]
     }
 }
 
@@ -347,16 +139,26 @@ fn os<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Sh
     }
 }
 
-/// Whether process (or thread) `pid` exists: `kill(pid, 0)` succeeds or is
-/// refused for permission (it exists, owned by someone else). 0 and ids
-/// beyond `i32::MAX` never exist.
+/// Whether process (or thread) `pid` lives: `kill(pid, 0)` succeeds or is
+/// refused for permission (it exists, owned by someone else), and it is not
+/// a zombie (exited, waiting for its parent to reap it). 0 and ids beyond
+/// `i32::MAX` never live.
 pub fn pid_alive(pid: u32) -> bool {
     if pid == 0 || pid > i32::MAX as u32 {
         return false;
     }
     // SAFETY: signal 0 only checks for existence.
     let r = unsafe { libc::kill(pid as i32, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    let exists = r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !is_zombie(pid)
+}
+
+/// Whether `/proc/<pid>/stat` says state `Z` (unreadable: not a zombie).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
 }
 
 fn random_instance() -> u64 {
@@ -940,7 +742,7 @@ impl Page {
         Ok(())
     }
 
-    fn require_page_writable(&self, what: &'static str) -> Result<(), ShmError> {
+    pub(crate) fn require_page_writable(&self, what: &'static str) -> Result<(), ShmError> {
         if self.page.writable {
             Ok(())
         } else {
@@ -949,31 +751,6 @@ impl Page {
                 what,
             })
         }
-    }
-
-    /// Sets or clears the kill switch (controller only).
-    pub fn set_kill(&self, kill: bool) -> Result<(), ShmError> {
-        self.require_page_writable("set the kill switch")?;
-        let c = &self.header().control;
-        if kill {
-            c.fetch_or(control::KILL, Release);
-        } else {
-            c.fetch_and(!control::KILL, Release);
-        }
-        Ok(())
-    }
-
-    /// Whether the kill switch is set.
-    #[inline]
-    pub fn killed(&self) -> bool {
-        self.header().control.load(Acquire) & control::KILL != 0
-    }
-
-    /// Records a sign of life of the controller (heartbeat = now).
-    pub fn beat(&self) -> Result<(), ShmError> {
-        self.require_page_writable("write the heartbeat")?;
-        self.header().heartbeat.store(self.clock.now(), Release);
-        Ok(())
     }
 }
 

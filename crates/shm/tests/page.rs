@@ -361,9 +361,13 @@ fn golden_page(dir: &Path) -> Page {
     let mut l0 = spec.lanes[0].clone();
     l0.policy = 3;
     page.write_controller(0, &l0).unwrap();
+    // the kill switch in mode "paused" over "unmanaged" (bits 0 and 1), the
+    // heartbeat fail-safe on at 50 ms, then a fixed heartbeat
+    page.set_control(KillMode::Unmanaged).unwrap();
+    page.set_kill(true).unwrap();
+    page.set_heartbeat_stale(50_000_000).unwrap();
     let h = page.header();
     h.heartbeat.store(5_400_000_000, Relaxed);
-    h.control.store(control::KILL, Relaxed);
     let lc = page.lc(0).unwrap();
     lc.state.store(state::pack(true, 5, 3), Relaxed);
     lc.request_id.store(0xDEAD_BEEF_0000_0042, Relaxed);
@@ -395,7 +399,7 @@ fn field_table() -> Vec<(&'static str, String, usize, usize)> {
     }
     f!("page", 0, "header", Header, magic: 8, abi_version: 4, line_size: 4, total_size: 8,
        lane_count: 4, clock: 4, ticks_per_sec: 8, instance: 8, creator_pid: 4, flags: 4,
-       created_unix_s: 8, heartbeat: 8, control: 8);
+       created_unix_s: 8, heartbeat: 8, control: 8, heartbeat_stale_ns: 8);
     f!("batch", 0, "batch_header", BatchHeader, magic: 8, abi_version: 4, line_size: 4,
        total_size: 8, lane_count: 4, instance: 8);
     for lane in 0..2usize {
@@ -504,7 +508,16 @@ fn golden_vectors_read_through_the_api() {
     std::fs::copy(dir.join("v1-2lanes.page.bin"), &p).unwrap();
     std::fs::copy(dir.join("v1-2lanes.batch.bin"), batch_path(&p)).unwrap();
     let page = Page::attach_expect(&p, Access::Observer, 2).unwrap();
-    assert!(page.killed());
+    assert!(page.killed() && page.unmanaged());
+    assert_eq!(page.kill_mode(), KillMode::Paused);
+    assert_eq!(
+        page.header().control.load(Relaxed),
+        control::KILL | control::UNMANAGED
+    );
+    assert_eq!(page.heartbeat_stale_ns(), 50_000_000);
+    assert_eq!(page.header().heartbeat.load(Relaxed), 5_400_000_000);
+    // KILL wins over a stale heartbeat and over UNMANAGED
+    assert_eq!(page.batch_mode(), BatchMode::Killed);
     let c0 = page.read_controller(0).unwrap();
     assert_eq!((c0.policy, c0.seq, c0.partners()), (3, 2, &[1][..]));
     let s = page.lc(0).unwrap().state.load(Relaxed);
@@ -557,4 +570,123 @@ fn a_page_can_be_created_with_the_monotonic_clock() {
             .load(std::sync::atomic::Ordering::Relaxed),
         elfen_shm::clock_kind::MONOTONIC_NS
     );
+}
+
+#[test]
+fn kill_switch_modes_set_both_bits_and_keep_others() {
+    let d = tmp();
+    let page = Page::create(d.path().join("sig"), &two_lanes()).unwrap();
+    let obs = Page::attach(page.path(), Access::Observer).unwrap();
+    let word = || obs.header().control.load(Relaxed);
+    assert_eq!(
+        (obs.kill_mode(), obs.batch_mode()),
+        (KillMode::Off, BatchMode::Managed)
+    );
+    page.set_control(KillMode::Unmanaged).unwrap();
+    assert_eq!(word(), control::UNMANAGED);
+    assert_eq!(
+        (obs.kill_mode(), obs.batch_mode()),
+        (KillMode::Unmanaged, BatchMode::Unmanaged)
+    );
+    // set_kill keeps its old meaning and leaves UNMANAGED alone; KILL wins
+    page.set_kill(true).unwrap();
+    assert_eq!(word(), control::KILL | control::UNMANAGED);
+    assert_eq!(
+        (obs.kill_mode(), obs.batch_mode()),
+        (KillMode::Paused, BatchMode::Killed)
+    );
+    page.set_kill(false).unwrap();
+    assert_eq!(obs.kill_mode(), KillMode::Unmanaged);
+    page.set_control(KillMode::Paused).unwrap();
+    assert_eq!(word(), control::KILL);
+    page.set_unmanaged(true).unwrap();
+    page.set_control(KillMode::Off).unwrap();
+    assert_eq!(word(), 0);
+    // a bit this version does not define survives set_control
+    page.header().control.store(1 << 7, Relaxed);
+    page.set_control(KillMode::Paused).unwrap();
+    assert_eq!(word(), (1 << 7) | control::KILL);
+    page.set_control(KillMode::Off).unwrap();
+    assert_eq!(word(), 1 << 7);
+    // read-only handles refuse every write, naming what was refused
+    for e in [
+        obs.set_control(KillMode::Paused).unwrap_err(),
+        obs.set_unmanaged(true).unwrap_err(),
+    ] {
+        assert!(
+            e.to_string().contains("read-only") && e.to_string().contains("kill"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn heartbeat_fail_safe_reads_age_and_staleness() {
+    let d = tmp();
+    let page = Page::create(d.path().join("sig"), &two_lanes()).unwrap();
+    let obs = Page::attach(page.path(), Access::Observer).unwrap();
+    // a new page: never beat, check off -> not stale
+    assert_eq!(obs.heartbeat_age_ns(), None);
+    assert_eq!(obs.heartbeat_stale_ns(), 0);
+    assert!(!obs.heartbeat_stale());
+    // turning the check on beats first: fresh at once
+    page.set_heartbeat_stale(1_000_000_000).unwrap();
+    assert_eq!(obs.heartbeat_stale_ns(), 1_000_000_000);
+    assert!(obs.heartbeat_age_ns().unwrap() < 1_000_000_000);
+    assert!(!obs.heartbeat_stale());
+    assert_eq!(obs.batch_mode(), BatchMode::Managed);
+    // a heartbeat 2 s in the past is stale and pauses batch, also unmanaged
+    let clock = page.clock();
+    let past = clock.now() - clock.ns_to_ticks(2_000_000_000);
+    page.header().heartbeat.store(past, Relaxed);
+    assert!(obs.heartbeat_age_ns().unwrap() >= 2_000_000_000);
+    assert!(obs.heartbeat_stale());
+    assert_eq!(obs.batch_mode(), BatchMode::Stale);
+    page.set_control(KillMode::Unmanaged).unwrap();
+    assert_eq!(obs.batch_mode(), BatchMode::Stale);
+    // a beat makes it fresh again
+    page.beat().unwrap();
+    assert!(!obs.heartbeat_stale());
+    assert_eq!(obs.batch_mode(), BatchMode::Unmanaged);
+    // check off: an old or missing heartbeat is no reason to pause
+    page.header().heartbeat.store(0, Relaxed);
+    page.set_heartbeat_stale(0).unwrap();
+    assert!(!obs.heartbeat_stale());
+    assert_eq!(
+        obs.header().heartbeat.load(Relaxed),
+        0,
+        "turning it off does not beat"
+    );
+    page.set_heartbeat_stale(5).unwrap();
+    page.header().heartbeat.store(0, Relaxed);
+    assert!(obs.heartbeat_stale(), "on and never beat is stale");
+    let e = obs.set_heartbeat_stale(1).unwrap_err().to_string();
+    assert!(
+        e.contains("read-only") && e.contains("heartbeat_stale_ns"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_zombie_is_not_alive() {
+    let mut c = std::process::Command::new("sleep")
+        .arg("10")
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    assert!(elfen_shm::pid_alive(pid));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    // killed, not yet reaped: a zombie, still in the process table
+    let gone = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        !elfen_shm::pid_alive(pid)
+    });
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "still in the process table"
+    );
+    c.wait().unwrap();
+    assert!(gone, "a zombie counts as not alive");
+    assert!(!elfen_shm::pid_alive(pid));
 }

@@ -2,9 +2,9 @@
 //! a watchdog, and the quiescence check every test ends with.
 
 use elfen_shm::{LaneSpec, Page, PageSpec, role};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Threaded tests pin threads to the same two CPUs: run them one at a time.
 pub fn serial() -> MutexGuard<'static, ()> {
@@ -159,4 +159,22 @@ pub fn watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send
             panic!("watchdog: the test did not finish within {limit:?} (a thread is stuck)")
         }
     }
+}
+
+/// Waits until `cond` holds (failing after 10 s).
+pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// The batch thread is inside a nap that began after `naps_before` naps.
+pub fn napping_since(page: &Page, naps_before: u64) -> bool {
+    let l = page.batch(1).unwrap();
+    l.napping.load(Acquire) == 1 && l.naps.load(Acquire) > naps_before
 }

@@ -138,9 +138,10 @@ fn futex_nap_loses_no_wakeup() {
         "lost wakeup: the batch thread was still asleep {LONG_IDLE:?} after these requests ended: {lost:?}"
     );
     assert_eq!(long_idle, TOGGLES / LONG_EVERY);
-    // Not vacuous: it napped and woke thousands of times, and ran in most
-    // long idle periods even on a loaded machine.
+    // Not vacuous: it napped and woke hundreds of times. How many long idle
+    // periods it actually ran in is scheduling (a loaded machine leaves the
+    // woken thread runnable, `R`, past the period), so it is printed above,
+    // not asserted.
     assert!(stats.naps > 100, "only {} naps", stats.naps);
     assert_eq!(stats.naps, stats.wakes);
-    assert!(missed.len() * 2 < long_idle as usize, "{missed:?}");
 }

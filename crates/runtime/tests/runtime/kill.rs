@@ -6,30 +6,11 @@
 use crate::common::*;
 use elfen_policy::PolicyKind;
 use elfen_runtime::{BatchOptions, BatchThread, LcLane, NapChoice};
-use elfen_shm::Page;
 use elfen_topo::PinGuard;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
-
-/// Waits until `cond` holds (failing after 10 s).
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
-/// The batch thread is inside a nap that began after `naps_before` naps.
-fn napping_since(page: &Page, naps_before: u64) -> bool {
-    let l = page.batch(1).unwrap();
-    l.napping.load(Acquire) == 1 && l.naps.load(Acquire) > naps_before
-}
 
 fn kill_switch(nap: NapChoice) {
     let _serial = serial();

@@ -6,6 +6,7 @@
 //! | `budget` | fixed / refresh / dynamic refresh never co-run longer than the budget per request; fixed co-runs only within one budget after an idle period, refresh beyond it |
 //! | `futex` | the futex nap loses no wakeup over thousands of rapid toggles |
 //! | `kill` | the kill switch stops batch code at the next slow path and resumes after clear |
+//! | `failsafe` | mode unmanaged runs batch code on a busy lane (KILL still pauses, clearing restores the policy); a stale heartbeat pauses batch code on an idle lane until a beat; without the fail-safe an old heartbeat changes nothing |
 //! | `bad_input` | every bad page, lane, role, access, policy, backend and CPU is a clear error that leaves the thread and the page as they were |
 //! | `lc` | the LC line's words, counters, lane claiming and cleanup; controller reconfiguration |
 //!
@@ -17,6 +18,7 @@ mod bad_input;
 mod borrow_idle;
 mod budget;
 mod common;
+mod failsafe;
 mod futex;
 mod kill;
 mod lc;

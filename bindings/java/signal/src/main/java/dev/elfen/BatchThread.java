@@ -21,10 +21,11 @@ import java.util.List;
  *   <li>{@link #check()} — the fast path: one acquire load of the partner
  *       request lane's {@code state} and one compare with the value last
  *       acted on. Call it often (every loop iteration).
- *   <li>{@link #slowPath()} — only when the compare fails: the kill switch,
- *       configuration changes (the controller line's seqlock), the policy
- *       ({@link Policy}), and on NAP a nap until the lane changes, then again
- *       until the policy says RUN. It never throws.
+ *   <li>{@link #slowPath()} — only when the compare fails: header line 1
+ *       (the kill switch and its mode, the heartbeat fail-safe:
+ *       {@link BatchMode#of}), configuration changes (the controller line's
+ *       seqlock), the policy ({@link Policy}), and on NAP a nap until the
+ *       lane changes, then again until the policy says RUN. It never throws.
  * </ul>
  *
  * <p>While a budget policy co-runs the expected value is {@link State#NEVER},
@@ -229,11 +230,13 @@ public final class BatchThread implements AutoCloseable {
 
     /**
      * <b>The slow path</b>: runs the policy and naps until it says RUN. Each
-     * round: the kill switch (a set KILL bit naps until the control word or
-     * {@code state} changes); a changed {@code config_seq} (re-read the line,
-     * reconfigure); an observation (busy, queue length, begin sequence as the
-     * running request, now); the policy step. RUN returns, NAP naps on the
-     * observed {@code state} and goes round again.
+     * round: a changed {@code config_seq} (re-read the line, reconfigure);
+     * header line 1 through {@link BatchMode#of} — KILL naps until the control
+     * word or {@code state} changes, a stale heartbeat naps until a beat (or
+     * the control word or {@code state} changes), UNMANAGED runs without
+     * asking the policy; otherwise an observation (busy, queue length, begin
+     * sequence as the running request, now) and the policy step. RUN
+     * returns, NAP naps on the observed {@code state} and goes round again.
      *
      * @throws IllegalStateException when called from another thread than the attaching one, or after close
      */
@@ -253,29 +256,50 @@ public final class BatchThread implements AutoCloseable {
             long s = Mem.acquire64(watch, 0);
             long controlWord = Mem.acquire64(pageSeg, Layout.Header.CONTROL);
             long now = PageClock.now();
-            if ((controlWord & Layout.Control.KILL) != 0) {
-                nap(s, controlWord, now);
+            // the heartbeat is read only where the fail-safe is on
+            long staleNs = Mem.get64(pageSeg, Layout.Header.HEARTBEAT_STALE_NS);
+            long beat = staleNs != 0 ? Mem.get64(pageSeg, Layout.Header.HEARTBEAT) : 0;
+            BatchMode mode = BatchMode.of(controlWord, beat, staleNs, now, PageClock.TICKS_PER_SEC);
+            if (mode == BatchMode.KILLED) {
+                nap(s, controlWord, false, 0, 0, now);
                 continue;
             }
-            boolean busy = State.busy(s);
-            Decision d = policy.step(busy, State.queueLen(s), Integer.toUnsignedLong(State.seq(s)), now, false, 0);
-            if (d == Decision.RUN) {
-                if (busy) {
-                    if (corunSince == 0) {
-                        corunSince = now == 0 ? 1 : now;
-                    }
-                } else {
-                    endCorun(now);
-                }
-                if (policy.timeSensitive()) {
-                    expected = State.NEVER;
-                } else {
-                    expected = s;
-                    flushSlowChecks();
-                }
+            if (mode == BatchMode.STALE) {
+                nap(s, controlWord, true, beat, staleNs, now);
+                continue;
+            }
+            if (mode == BatchMode.UNMANAGED) {
+                run(s, now, false);
                 return;
             }
-            nap(s, controlWord, now);
+            Decision d = policy.step(State.busy(s), State.queueLen(s), Integer.toUnsignedLong(State.seq(s)), now,
+                    false, 0);
+            if (d == Decision.RUN) {
+                run(s, now, policy.timeSensitive());
+                return;
+            }
+            nap(s, controlWord, false, 0, 0, now);
+        }
+    }
+
+    /**
+     * The slow path's RUN on {@code state} value {@code s}: co-running
+     * accounting, then the value the check compares against — {@code s}, or
+     * {@code NEVER} when {@code everyCheck} (a budget being spent).
+     */
+    private void run(long s, long now, boolean everyCheck) {
+        if (State.busy(s)) {
+            if (corunSince == 0) {
+                corunSince = now == 0 ? 1 : now;
+            }
+        } else {
+            endCorun(now);
+        }
+        if (everyCheck) {
+            expected = State.NEVER;
+        } else {
+            expected = s;
+            flushSlowChecks();
         }
     }
 
@@ -296,8 +320,12 @@ public final class BatchThread implements AutoCloseable {
         }
     }
 
-    /** One nap on {@code state} value {@code s}, with the batch-line accounting of protocol.md around it. */
-    private void nap(long s, long control0, long now) {
+    /**
+     * One nap on {@code state} value {@code s} (and control word {@code control0};
+     * for a stale heartbeat also on {@code beat0} / {@code staleNs0}), with the
+     * batch-line accounting of protocol.md around it.
+     */
+    private void nap(long s, long control0, boolean stale, long beat0, long staleNs0, long now) {
         endCorun(now);
         flushSlowChecks();
         long ran = PageClock.since(now, runSince);
@@ -307,7 +335,11 @@ public final class BatchThread implements AutoCloseable {
         Mem.add64(batchSeg, line + Layout.BatchLine.NAPS, 1);
         Mem.add64(batchSeg, line + Layout.BatchLine.RUN_TICKS, ran);
         Mem.set64(batchSeg, line + Layout.BatchLine.LAST_CHANGE, now);
-        napper.nap(s, control0);
+        if (stale) {
+            napper.napStale(s, control0, beat0, staleNs0);
+        } else {
+            napper.nap(s, control0);
+        }
         long woke = PageClock.now();
         Mem.add32(batchSeg, line + Layout.BatchLine.NAPPING, -1);
         Mem.add64(batchSeg, line + Layout.BatchLine.WAKES, 1);

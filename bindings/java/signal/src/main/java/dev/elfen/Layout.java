@@ -9,7 +9,7 @@ import java.nio.charset.StandardCharsets;
  * <pre>
  * page file   (LC and controller write, everyone reads)
  *   0    header line 0: identity, written once by the creator
- *   64   header line 1: heartbeat + control word (controller)
+ *   64   header line 1: heartbeat, control word, heartbeat_stale_ns (controller)
  *   128  lane 0: LC line          (the LC thread of lane 0)
  *   192  lane 0: controller line  (the controller)
  *   256  lane 1: LC line ...
@@ -117,6 +117,11 @@ public final class Layout {
         public static final int HEARTBEAT = 64;
         /** u64 {@link Control} bits (line 1). */
         public static final int CONTROL = 72;
+        /**
+         * u64 heartbeat fail-safe (line 1): a heartbeat older than this many
+         * ns pauses batch threads as {@code KILL} does; 0 = no check.
+         */
+        public static final int HEARTBEAT_STALE_NS = 80;
     }
 
     /** A lane's LC line, offsets from the line's start. */
@@ -219,10 +224,15 @@ public final class Layout {
     public static final class Control {
         private Control() {}
 
-        /** Kill switch: batch threads must not run batch code. */
+        /** Kill switch, mode "batch paused": batch threads must not run batch code. */
         public static final long KILL = 1;
+        /**
+         * Kill switch, mode "batch runs unmanaged": without {@link #KILL},
+         * batch threads never nap (a compatible extension of ABI 1).
+         */
+        public static final long UNMANAGED = 2;
         /** Every bit this version defines. */
-        public static final long KNOWN = KILL;
+        public static final long KNOWN = KILL | UNMANAGED;
     }
 
     /** {@code controller.role}. */

@@ -357,10 +357,15 @@ public final class Page implements AutoCloseable {
 
     /** Converts page-clock ticks to nanoseconds. */
     public long ticksToNs(long ticks) {
+        return ticksToNs(ticks, ticksPerSec);
+    }
+
+    /** Converts ticks of a clock at {@code ticksPerSec} to nanoseconds. */
+    static long ticksToNs(long ticks, long ticksPerSec) {
         if (ticksPerSec == PageClock.TICKS_PER_SEC) {
             return ticks;
         }
-        return mulDiv(ticks, 1_000_000_000L, ticksPerSec);
+        return mulDiv(ticks, 1_000_000_000L, ticksPerSec == 0 ? 1 : ticksPerSec);
     }
 
     /** {@code a * b / c} on unsigned 64-bit values, truncated to 64 bits (Rust's u128 arithmetic). */
@@ -409,9 +414,69 @@ public final class Page implements AutoCloseable {
         return Mem.acquire64(page, Layout.Header.CONTROL);
     }
 
-    /** Whether the kill switch is set. */
+    /** Whether the kill switch's {@code KILL} bit is set (batch paused). */
     public boolean killed() {
         return (control() & Layout.Control.KILL) != 0;
+    }
+
+    /** Whether the {@code UNMANAGED} bit is set (it takes effect only without {@code KILL}). */
+    public boolean unmanaged() {
+        return (control() & Layout.Control.UNMANAGED) != 0;
+    }
+
+    /** The kill switch's mode. */
+    public KillMode killMode() {
+        return KillMode.fromControl(control());
+    }
+
+    /** The heartbeat fail-safe's bound, ns (0 = off). */
+    public long heartbeatStaleNs() {
+        return Mem.acquire64(page, Layout.Header.HEARTBEAT_STALE_NS);
+    }
+
+    /** Now on this page's clock; Java reads only CLOCK_MONOTONIC (see {@link PageClock}). */
+    private long pageNow(String what) {
+        if (clockKind != Layout.Clock.MONOTONIC_NS) {
+            throw new IllegalStateException("page " + path + " counts TSC ticks, which Java cannot read: "
+                    + what + " needs a page created with the monotonic clock");
+        }
+        return PageClock.now();
+    }
+
+    /**
+     * How long ago the controller last beat, ns; empty if it never beat.
+     *
+     * @throws IllegalStateException on a TSC page (Java cannot read its clock)
+     */
+    public java.util.OptionalLong heartbeatAgeNs() {
+        long beat = heartbeat();
+        if (beat == 0) {
+            return java.util.OptionalLong.empty();
+        }
+        return java.util.OptionalLong.of(ticksToNs(PageClock.since(pageNow("the heartbeat's age"), beat)));
+    }
+
+    /**
+     * Whether the fail-safe is on and the heartbeat stale (batch threads then pause).
+     *
+     * @throws IllegalStateException on a TSC page with the fail-safe on
+     */
+    public boolean heartbeatStale() {
+        long staleNs = heartbeatStaleNs();
+        return staleNs != 0 && BatchMode.heartbeatStale(heartbeat(), staleNs, pageNow("staleness"), ticksPerSec);
+    }
+
+    /**
+     * What batch threads' slow paths do now ({@link BatchMode#of} of this page's header line 1).
+     *
+     * @throws IllegalStateException on a TSC page with the fail-safe on
+     */
+    public BatchMode batchMode() {
+        long c = control();
+        long staleNs = heartbeatStaleNs();
+        long beat = heartbeat();
+        long now = staleNs == 0 ? 0 : pageNow("staleness");
+        return BatchMode.of(c, beat, staleNs, now, ticksPerSec);
     }
 
     // ---- lanes
@@ -548,15 +613,40 @@ public final class Page implements AutoCloseable {
         Mem.set32(m, o + Layout.ControllerLine.HYBRID_SPIN_NS, l.hybridSpinNs());
     }
 
-    /** Sets or clears the kill switch (controller only). */
+    /** Sets or clears the kill switch's {@code KILL} bit (controller only), leaving {@code UNMANAGED} as it is. */
     public void setKill(boolean kill) throws ElfenException {
+        setBit(Layout.Control.KILL, kill);
+    }
+
+    /**
+     * Sets or clears the {@code UNMANAGED} bit (controller only), leaving
+     * {@code KILL} as it is (while {@code KILL} is set, batch stays paused).
+     */
+    public void setUnmanaged(boolean unmanaged) throws ElfenException {
+        setBit(Layout.Control.UNMANAGED, unmanaged);
+    }
+
+    private void setBit(long bit, boolean on) throws ElfenException {
         requirePageWritable("set the kill switch");
-        if (kill) {
-            long unused = (long) Mem.U64.getAndBitwiseOrRelease(page, (long) Layout.Header.CONTROL,
-                    Layout.Control.KILL);
+        if (on) {
+            long unused = (long) Mem.U64.getAndBitwiseOrRelease(page, (long) Layout.Header.CONTROL, bit);
         } else {
-            long unused = (long) Mem.U64.getAndBitwiseAndRelease(page, (long) Layout.Header.CONTROL,
-                    ~Layout.Control.KILL);
+            long unused = (long) Mem.U64.getAndBitwiseAndRelease(page, (long) Layout.Header.CONTROL, ~bit);
+        }
+    }
+
+    /** Sets the kill switch's mode (controller only): both bits in one atomic update, other bits untouched. */
+    public void setControl(KillMode mode) throws ElfenException {
+        requirePageWritable("set the kill switch");
+        long mask = Layout.Control.KILL | Layout.Control.UNMANAGED;
+        long w = Mem.get64(page, Layout.Header.CONTROL);
+        while (true) {
+            long seen = (long) Mem.U64.compareAndExchangeRelease(page, (long) Layout.Header.CONTROL, w,
+                    (w & ~mask) | mode.bits());
+            if (seen == w) {
+                return;
+            }
+            w = seen;
         }
     }
 
@@ -564,6 +654,19 @@ public final class Page implements AutoCloseable {
     public void beat() throws ElfenException {
         requirePageWritable("write the heartbeat");
         Mem.release64(page, Layout.Header.HEARTBEAT, PageClock.now());
+    }
+
+    /**
+     * Turns the heartbeat fail-safe on ({@code staleNs} > 0, e.g. 10 x the
+     * beat interval) or off (0); controller only. Turning it on beats first,
+     * so the page is never stale for want of a first beat.
+     */
+    public void setHeartbeatStale(long staleNs) throws ElfenException {
+        requirePageWritable("set heartbeat_stale_ns");
+        if (staleNs != 0) {
+            beat();
+        }
+        Mem.release64(page, Layout.Header.HEARTBEAT_STALE_NS, staleNs);
     }
 
     /** The page file's mapping (package-private: LcLane, BatchThread, tests). */

@@ -40,6 +40,11 @@ class GoldenTest {
             assertEquals(1_790_000_000L, page.createdUnixS());
             assertEquals(5_400_000_000L, page.heartbeat());
             assertTrue(page.killed());
+            assertTrue(page.unmanaged());
+            assertEquals(KillMode.PAUSED, page.killMode(), "KILL wins over UNMANAGED");
+            assertEquals(Layout.Control.KILL | Layout.Control.UNMANAGED, page.control());
+            assertEquals(50_000_000L, page.heartbeatStaleNs());
+            assertEquals(BatchMode.KILLED, page.batchMode(), "KILL wins over a stale heartbeat");
             ControllerConfig c0 = page.readController(0);
             assertEquals(3, c0.policy());
             assertEquals(2, c0.seq());
@@ -100,7 +105,10 @@ class GoldenTest {
         Page page = Page.create(dir.resolve("golden"), spec);
         // one seqlocked rewrite of lane 0 (config_seq 0 -> 2)
         page.writeController(0, spec.lanes().get(0).withPolicy(3));
+        // the kill switch in mode "paused" over "unmanaged", the fail-safe on at 50 ms
+        page.setControl(KillMode.UNMANAGED);
         page.setKill(true);
+        page.setHeartbeatStale(50_000_000L);
         MemorySegment p = page.pageSegment();
         Mem.set64(p, Layout.Header.HEARTBEAT, 5_400_000_000L);
         long lc = Layout.lcLine(0);

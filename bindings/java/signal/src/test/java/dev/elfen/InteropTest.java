@@ -32,10 +32,14 @@ class InteropTest {
         final Thread thread;
 
         BatchLoop(Path page, NapChoice nap) throws InterruptedException {
+            this(page, nap, Duration.ofSeconds(1));
+        }
+
+        BatchLoop(Path page, NapChoice nap, Duration futexTimeout) throws InterruptedException {
             java.util.concurrent.CountDownLatch attached = new java.util.concurrent.CountDownLatch(1);
             thread = new Thread(() -> {
                 BatchOptions o = BatchOptions.defaults().withPin(false).withNap(nap)
-                        .withFutexTimeout(Duration.ofSeconds(1));
+                        .withFutexTimeout(futexTimeout);
                 try (BatchThread b = BatchThread.open(page, 1, o)) {
                     attached.countDown();
                     while (!stop.get()) {

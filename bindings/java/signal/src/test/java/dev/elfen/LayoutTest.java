@@ -25,7 +25,7 @@ class LayoutTest {
             {"ticks_per_sec", Layout.Header.TICKS_PER_SEC, 8}, {"instance", Layout.Header.INSTANCE, 8},
             {"creator_pid", Layout.Header.CREATOR_PID, 4}, {"flags", Layout.Header.FLAGS, 4},
             {"created_unix_s", Layout.Header.CREATED_UNIX_S, 8}, {"heartbeat", Layout.Header.HEARTBEAT, 8},
-            {"control", Layout.Header.CONTROL, 8},
+            {"control", Layout.Header.CONTROL, 8}, {"heartbeat_stale_ns", Layout.Header.HEARTBEAT_STALE_NS, 8},
         };
         add(t, "page", 0, "header", header);
         Object[][] bheader = {
@@ -107,6 +107,12 @@ class LayoutTest {
         // every line is one 64-byte line: the last field ends inside it
         assertEquals(64, Layout.ControllerLine.CONFIG_SEQ + 4);
         assertEquals(64, Layout.BatchLine.SLOW_CHECKS + 8);
+        // header line 1: heartbeat, control, the fail-safe's bound at 80, then reserved
+        assertEquals(80, Layout.Header.HEARTBEAT_STALE_NS);
+        assertEquals(Layout.LINE_SIZE, Layout.Header.HEARTBEAT);
+        assertEquals(1, Layout.Control.KILL);
+        assertEquals(2, Layout.Control.UNMANAGED);
+        assertEquals(3, Layout.Control.KNOWN);
     }
 
     @Test

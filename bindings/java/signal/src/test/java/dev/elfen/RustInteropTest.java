@@ -42,6 +42,7 @@ class RustInteropTest {
     Path dir;
 
     static SymbolLookup lib;
+    static Path libPath;
 
     static Path findLib() {
         List<Path> c = new ArrayList<>();
@@ -67,6 +68,17 @@ class RustInteropTest {
             Assumptions.assumeTrue(false, msg);
         }
         lib = SymbolLookup.libraryLookup(p, Arena.global());
+        libPath = p;
+    }
+
+    /** Skips (saying so) when the library found was built before {@code symbol} existed. */
+    static void requireSymbol(String symbol) {
+        if (lib.find(symbol).isEmpty()) {
+            String msg = "skipped: " + libPath + " has no " + symbol + " (built from older sources: rebuild it with"
+                    + " make -C bindings/c)";
+            System.out.println(msg);
+            Assumptions.assumeTrue(false, msg);
+        }
     }
 
     @SuppressWarnings("restricted")
@@ -199,6 +211,42 @@ class RustInteropTest {
             assertNotEquals(MemorySegment.NULL, h, "elfen_page_open: " + lastError());
             assertEquals(2, (int) lanes.invokeExact(h));
             destroy.invokeExact(h);
+        }
+    }
+
+    @Test
+    void rustReadsHeaderLineOneAsJavaWroteIt() throws Throwable {
+        // The kill switch's modes and the heartbeat fail-safe written from Java, read by the Rust side
+        // (ELFEN_KILL_* and ELFEN_BATCH_* are the ordinals of KillMode and BatchMode).
+        requireSymbol("elfen_page_batch_mode");
+        MethodHandle open = fn("elfen_page_open", FunctionDescriptor.of(ADDRESS, ADDRESS));
+        MethodHandle destroy = fn("elfen_page_destroy", FunctionDescriptor.ofVoid(ADDRESS));
+        MethodHandle killMode = fn("elfen_page_kill_mode", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        MethodHandle batchMode = fn("elfen_page_batch_mode", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        Path p = dir.resolve("line1");
+        try (Page page = Page.create(p, TestSupport.twoLanes(PolicyKind.BORROW_IDLE.id(), 0));
+                Arena a = Arena.ofConfined()) {
+            MemorySegment h = (MemorySegment) open.invokeExact(a.allocateFrom(p.toString()));
+            assertNotEquals(MemorySegment.NULL, h, "elfen_page_open: " + lastError());
+            try {
+                for (KillMode m : KillMode.values()) {
+                    page.setControl(m);
+                    assertEquals(m.ordinal(), (int) killMode.invokeExact(h), m.label());
+                    assertEquals(page.batchMode().ordinal(), (int) batchMode.invokeExact(h), m.label());
+                }
+                page.setControl(KillMode.UNMANAGED);
+                page.setKill(true);
+                assertEquals(KillMode.PAUSED.ordinal(), (int) killMode.invokeExact(h), "KILL wins in Rust too");
+                page.setControl(KillMode.UNMANAGED);
+                page.setHeartbeatStale(20_000_000L);
+                Mem.release64(page.pageSegment(), Layout.Header.HEARTBEAT, PageClock.now() - 1_000_000_000L);
+                assertEquals(BatchMode.STALE, page.batchMode());
+                assertEquals(BatchMode.STALE.ordinal(), (int) batchMode.invokeExact(h), "stale in Rust too");
+                page.beat();
+                assertEquals(BatchMode.UNMANAGED.ordinal(), (int) batchMode.invokeExact(h), "fresh after a beat");
+            } finally {
+                destroy.invokeExact(h);
+            }
         }
     }
 }
