@@ -278,15 +278,7 @@ fn run_visibility(a: VisibilityArgs) -> anyhow::Result<()> {
 
 /// Writes the report atomically (temp file + rename), creating the directory.
 pub fn save(r: &VisibilityReport, path: &Path) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-    std::fs::write(
-        &tmp,
-        serde_json::to_string_pretty(r).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::rename(&tmp, path)
+    elfen_results::save_json(r, path)
 }
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ fn scan_once(
             }
         }
     }
-    let now = proc::monotonic_ns();
+    let now = elfen_shm::clock::monotonic_ns();
     let mut new_events = Vec::new();
     for (cpu, who) in per_cpu.iter().enumerate() {
         let Some(slot) = slots.slot(cpu as u32) else {

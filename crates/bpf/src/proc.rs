@@ -1,28 +1,11 @@
 //! The little /proc and sysfs reading both sources need: checking a
-//! process id, a cgroup's id, the CPU count, the clock, and (for the poll
-//! fallback) which threads of a process are running on which CPU.
+//! process id, a cgroup's id, the CPU count, and (for the poll fallback)
+//! which threads of a process are running on which CPU. The clock is
+//! elfen-shm's `monotonic_ns` and thread ids elfen-cmd's `gettid`.
 
 use crate::error::BpfError;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-
-/// `CLOCK_MONOTONIC` now, in ns (the clock `bpf_ktime_get_ns` reads).
-#[inline]
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// The calling thread's id.
-pub fn gettid() -> u32 {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
-}
 
 /// Number of possible CPUs (highest id in `/sys/devices/system/cpu/possible` + 1),
 /// the number of slots either source keeps.
@@ -122,7 +105,7 @@ mod tests {
         check_process(me).unwrap();
         assert!(matches!(check_process(0), Err(BpfError::PidZero)));
         // a thread that is not the leader names its process
-        let tid = std::thread::spawn(gettid).join().unwrap();
+        let tid = std::thread::spawn(elfen_cmd::proc::gettid).join().unwrap();
         // (the thread has exited; its id may be gone or reused: only check when it is ours)
         if let Err(BpfError::NotAProcess { pid, tgid }) = check_process(tid) {
             assert_eq!((pid, tgid), (tid, me));
@@ -131,6 +114,9 @@ mod tests {
         let mut v = Vec::new();
         running_threads(me, &mut v);
         // this thread is running while it reads its own stat
-        assert!(v.iter().any(|&(t, _)| t == gettid()), "{v:?}");
+        assert!(
+            v.iter().any(|&(t, _)| t == elfen_cmd::proc::gettid()),
+            "{v:?}"
+        );
     }
 }

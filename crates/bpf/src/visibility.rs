@@ -18,9 +18,10 @@
 
 use crate::contract::LcEvent;
 use crate::poll::PollSource;
-use crate::proc::{gettid, monotonic_ns};
 use crate::sched::SchedSource;
 use crate::{BpfError, Options};
+use elfen_cmd::proc::gettid;
+use elfen_shm::clock::monotonic_ns;
 use hdrhistogram::Histogram;
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -226,7 +226,7 @@ fn check_bad_input(src: &mut Source) {
     let (tx, rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let t = std::thread::spawn(move || {
-        tx.send(elfen_bpf::proc::gettid()).unwrap();
+        tx.send(elfen_cmd::proc::gettid()).unwrap();
         let _ = done_rx.recv();
     });
     let tid = rx.recv().unwrap();

@@ -1,6 +1,6 @@
 //! `elfen`: the command-line entry point. A thin main: each crate owns its
 //! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`,
-//! `elfen_bpf::cli`) and this file only dispatches to them and prints
+//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`) and this file only dispatches to them and prints
 //! errors.
 
 use clap::{Parser, Subcommand};
@@ -27,6 +27,10 @@ enum Cmd {
     Sim(elfen_sim::cli::Command),
     #[command(flatten)]
     Bpf(elfen_bpf::cli::Command),
+    #[command(flatten)]
+    Ops(elfen_ops::cli::Command),
+    #[command(flatten)]
+    Daemon(elfen_daemon::cli::Command),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +40,8 @@ fn main() -> ExitCode {
         Cmd::Bench(c) => c.run(),
         Cmd::Sim(c) => c.run(),
         Cmd::Bpf(c) => c.run(),
+        Cmd::Ops(c) => c.run(),
+        Cmd::Daemon(c) => c.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

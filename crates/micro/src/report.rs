@@ -474,17 +474,10 @@ impl MicroReport {
     /// Writes the file atomically (temp file + rename), creating its
     /// directory.
     pub fn save(&self, path: &Path) -> Result<(), MicroError> {
-        let io = |what: &str, source| MicroError::Io {
-            what: format!("{what} {}", path.display()),
+        elfen_results::save_json(self, path).map_err(|source| MicroError::Io {
+            what: format!("write {}", path.display()),
             source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
-        }
-        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-        let text = serde_json::to_string_pretty(self).expect("reports serialize");
-        std::fs::write(&tmp, text).map_err(|e| io("write", e))?;
-        std::fs::rename(&tmp, path).map_err(|e| io("write", e))
+        })
     }
 
     /// Reads a file written by [`MicroReport::save`].

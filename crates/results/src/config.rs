@@ -28,6 +28,17 @@ pub enum Config {
     /// Batch on every lane, capped by a CFS bandwidth quota (restricting
     /// cycles).
     CfsQuota,
+    /// The daemon's `idle` mode: batch on every lane in a cgroup whose
+    /// `cpu.idle` is set (the group's tasks run as `SCHED_IDLE`), no checks.
+    CpuIdle,
+    /// The daemon's `guard` mode: unmodified batch at `SCHED_IDLE` on the
+    /// batch lanes; a real-time guard thread per batch lane occupies it
+    /// while the policy says nap (borrow idle: while the request lane is
+    /// busy, as the kernel signal reports it).
+    Guard,
+    /// The daemon's `freeze` mode: unmodified batch on the batch lanes in a
+    /// freezer cgroup, frozen while the policy says nap.
+    Freeze,
     /// Batch owns whole cores, the LC the others (simulator).
     StaticPartition,
     /// PerfIso's CPU blind isolation: batch cpuset = all − busy − B buffer
@@ -46,12 +57,15 @@ pub enum Config {
 
 impl Config {
     /// Every configuration, in the order tables and plots show them.
-    pub const ALL: [Config; 11] = [
+    pub const ALL: [Config; 14] = [
         Config::LcAlone,
         Config::Naive,
         Config::SchedIdle,
         Config::Cpuset,
         Config::CfsQuota,
+        Config::CpuIdle,
+        Config::Guard,
+        Config::Freeze,
         Config::StaticPartition,
         Config::BlindIsolation,
         Config::BorrowIdle,
@@ -68,6 +82,9 @@ impl Config {
             Config::SchedIdle => "sched_idle",
             Config::Cpuset => "cpuset",
             Config::CfsQuota => "cfs_quota",
+            Config::CpuIdle => "cpu_idle",
+            Config::Guard => "guard",
+            Config::Freeze => "freeze",
             Config::StaticPartition => "static_partition",
             Config::BlindIsolation => "blind_isolation",
             Config::BorrowIdle => "borrow_idle",
@@ -102,13 +119,41 @@ impl Config {
 
     /// Whether `elfen bench` runs it.
     pub fn in_harness(self) -> bool {
-        !matches!(self, Config::StaticPartition | Config::BlindIsolation)
+        self != Config::StaticPartition
+    }
+
+    /// Whether `elfen bench` runs it when no configurations are named: not
+    /// the daemon's modes, which protect unmodified services and so need
+    /// the kernel signal (`--lc-signal bpf`) and real-time threads.
+    pub fn in_default_sweep(self) -> bool {
+        self.in_harness() && !self.is_daemon_mode()
+    }
+
+    /// The daemon's modes for unmodified batch programs (`cpu_idle`,
+    /// `guard`, `freeze`, `blind_isolation`).
+    pub fn is_daemon_mode(self) -> bool {
+        matches!(
+            self,
+            Config::CpuIdle | Config::Guard | Config::Freeze | Config::BlindIsolation
+        )
+    }
+
+    /// Whether it needs someone to act on the request lane's busy state
+    /// besides the batch threads themselves: a guard or a freezer, woken by
+    /// the kernel signal's writer.
+    pub fn needs_lc_writer(self) -> bool {
+        matches!(
+            self,
+            Config::Guard | Config::Freeze | Config::BlindIsolation
+        )
     }
 
     /// Whether `elfen sim` models it (not equal-priority time-sharing of
-    /// the request lane, nor CFS bandwidth control).
+    /// the request lane, nor CFS bandwidth control, nor the daemon's modes
+    /// other than blind isolation, whose law the simulator runs too).
     pub fn in_simulator(self) -> bool {
         !matches!(self, Config::Naive | Config::CfsQuota)
+            && (!self.is_daemon_mode() || self == Config::BlindIsolation)
     }
 
     /// One line saying what it is (shared by `--help`, reports and docs;
@@ -126,6 +171,15 @@ impl Config {
                 "batch confined to the batch lanes (a cpuset), no checks: on SMT cores the paper's naive co-location on the sibling lane"
             }
             Config::CfsQuota => "batch on every lane, capped by a CFS bandwidth quota, no checks",
+            Config::CpuIdle => {
+                "batch on every lane in a cgroup with cpu.idle set (the daemon's idle mode), no checks"
+            }
+            Config::Guard => {
+                "unmodified batch at SCHED_IDLE on the batch lanes; a real-time guard thread occupies a batch lane while its request lane is busy (the daemon's guard mode)"
+            }
+            Config::Freeze => {
+                "unmodified batch on the batch lanes, its cgroup frozen while the request lane is busy (the daemon's freeze mode)"
+            }
             Config::StaticPartition => "batch owns whole cores, the LC the others",
             Config::BlindIsolation => {
                 "PerfIso blind isolation: batch cpuset = all - busy - B buffer cores"

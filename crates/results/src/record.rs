@@ -106,18 +106,25 @@ impl ResultFile {
     /// Writes the file atomically (temp file in the same directory, then
     /// rename), creating the directory if needed.
     pub fn save(&self, path: &Path) -> Result<(), ResultsError> {
-        let io = |source| ResultsError::Io {
+        save_json(self, path).map_err(|source| ResultsError::Io {
             path: path.display().to_string(),
             source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
-        let text = serde_json::to_string_pretty(self).expect("result files serialize");
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        })
     }
+}
+
+/// Writes `value` as pretty JSON atomically — a temp file in the same
+/// directory, then a rename, so an interrupted write never leaves half a
+/// file — creating the directory if needed. Every JSON file elfen writes
+/// (result files, micro-benchmark and measurement reports) goes through it.
+pub fn save_json<T: Serialize + ?Sized>(value: &T, path: &Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// One (configuration, batch program, load) point.

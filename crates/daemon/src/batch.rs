@@ -1,0 +1,294 @@
+//! **Batch groups**: opening an operator's cgroup or creating one for a
+//! command the daemon starts, confining it to the batch lanes, making it
+//! yield (`cpu.idle` through the executor, or SCHED_IDLE on every thread),
+//! and giving everything back at exit.
+//!
+//! Every cgroup value goes through the executor (recorded in its state
+//! file before the write). Scheduling classes of threads are not cgroup
+//! values: the daemon remembers each thread's previous class in memory
+//! and restores it at a clean exit; after a SIGKILL those threads stay
+//! SCHED_IDLE (the least-priority class: they still run on idle CPUs).
+//!
+//! A command starts already inside its group: the child writes `0` to
+//! each of the group's `cgroup.procs` (the kernel's "the writing process")
+//! between fork and exec, sets SCHED_IDLE if asked, and asks for SIGKILL
+//! when the daemon dies, so no instant of it runs outside the group.
+
+use crate::config::{IdleMethod, Mode};
+use crate::error::DaemonError;
+use crate::plan::{GroupPlan, GroupSource};
+use elfen_cgroup::{Executor, Group, Knob};
+use elfen_cmd::proc::{SchedClass, set_sched};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a launched command is told (the cooperative mode's attach point).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchEnv {
+    /// `ELFEN_PAGE`.
+    pub page: PathBuf,
+    /// `ELFEN_LANE`, when there is one batch lane.
+    pub lane: Option<u32>,
+}
+
+/// A thread's scheduling class before the daemon changed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Class {
+    policy: i32,
+    priority: i32,
+}
+
+fn class_of(tid: u32) -> Option<Class> {
+    // SAFETY: plain syscalls on a thread id; param is a valid out-parameter.
+    unsafe {
+        let policy = libc::sched_getscheduler(tid as libc::pid_t);
+        if policy < 0 {
+            return None;
+        }
+        let mut p: libc::sched_param = std::mem::zeroed();
+        if libc::sched_getparam(tid as libc::pid_t, &mut p) != 0 {
+            return None;
+        }
+        Some(Class {
+            policy: policy & !libc::SCHED_RESET_ON_FORK,
+            priority: p.sched_priority,
+        })
+    }
+}
+
+fn set_class(tid: u32, c: Class) -> std::io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: c.priority,
+    };
+    // SAFETY: a thread id and a valid sched_param.
+    if unsafe { libc::sched_setscheduler(tid as libc::pid_t, c.policy, &p) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A batch group the daemon drives.
+#[derive(Debug)]
+pub struct BatchGroup {
+    /// The plan.
+    pub plan: GroupPlan,
+    /// The executor's handle.
+    pub group: Group,
+    child: Option<Child>,
+    /// Threads set to SCHED_IDLE, with their previous class.
+    idled: BTreeMap<u32, Class>,
+}
+
+impl BatchGroup {
+    /// Opens or creates the group, confines it, makes it yield, starts its
+    /// command. On error, what was done is in the executor's record (the
+    /// caller restores it) and a started command is killed.
+    pub fn setup(
+        ex: &mut Executor,
+        plan: &GroupPlan,
+        env: &LaunchEnv,
+    ) -> Result<BatchGroup, DaemonError> {
+        let path = plan.path.as_str();
+        let group = match plan.source {
+            GroupSource::Existing => ex.open_group(path, &plan.controllers)?,
+            GroupSource::Launch { .. } => ex.create_group(path, &plan.controllers)?,
+        };
+        if let Some(cpus) = &plan.confine {
+            ex.set(&group, Knob::CpusetCpus(cpus.clone()))?;
+        }
+        if plan.idle == Some(IdleMethod::CpuIdle) {
+            ex.set(&group, Knob::CpuIdle(true))?;
+        }
+        let mut g = BatchGroup {
+            plan: plan.clone(),
+            group,
+            child: None,
+            idled: BTreeMap::new(),
+        };
+        if let GroupSource::Launch { program, args } = &plan.source {
+            g.child = Some(g.launch(ex, program, args, env)?);
+        }
+        g.idle_threads(ex);
+        Ok(g)
+    }
+
+    /// The `cgroup.procs` files of the group, one per distinct directory.
+    fn procs_files(&self, ex: &Executor) -> Result<Vec<PathBuf>, DaemonError> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for &c in self.group.controllers() {
+            let f = ex
+                .hierarchy()
+                .group_dir(c, self.group.path())?
+                .join("cgroup.procs");
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+        Ok(out)
+    }
+
+    fn launch(
+        &self,
+        ex: &Executor,
+        program: &Path,
+        args: &[String],
+        env: &LaunchEnv,
+    ) -> Result<Child, DaemonError> {
+        let files: Vec<CString> = self
+            .procs_files(ex)?
+            .iter()
+            .map(|p| CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in a path"))
+            .collect();
+        let sched_idle = self.plan.idle == Some(IdleMethod::SchedIdle);
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .env("ELFEN_PAGE", &env.page);
+        if let Some(l) = env.lane {
+            cmd.env("ELFEN_LANE", l.to_string());
+        }
+        // SAFETY: the closure only makes async-signal-safe system calls
+        // (open, write, close, sched_setscheduler, prctl) on memory
+        // prepared before the fork; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                for f in &files {
+                    let fd = libc::open(f.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let r = libc::write(fd, b"0".as_ptr().cast(), 1);
+                    let e = std::io::Error::last_os_error();
+                    libc::close(fd);
+                    if r != 1 {
+                        return Err(e);
+                    }
+                }
+                if sched_idle {
+                    let p = libc::sched_param { sched_priority: 0 };
+                    if libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                Ok(())
+            });
+        }
+        cmd.spawn().map_err(|source| DaemonError::Launch {
+            name: self.plan.name.clone(),
+            program: program.to_path_buf(),
+            source,
+        })
+    }
+
+    /// SCHED_IDLE on threads of the group that are not yet (method
+    /// `sched_idle`); returns how many were changed.
+    pub fn idle_threads(&mut self, ex: &Executor) -> usize {
+        if self.plan.idle != Some(IdleMethod::SchedIdle) {
+            return 0;
+        }
+        let Ok(tids) = ex.threads(&self.group) else {
+            return 0;
+        };
+        let mut n = 0;
+        for tid in tids {
+            let Some(c) = class_of(tid) else { continue };
+            if c.policy == libc::SCHED_IDLE {
+                continue;
+            }
+            if set_sched(tid, SchedClass::Idle).is_ok() {
+                self.idled.entry(tid).or_insert(c);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The command's pid, if the daemon started one.
+    pub fn child_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the started command has exited (reaped; reported once).
+    pub fn poll_exit(&mut self) -> Option<String> {
+        let c = self.child.as_mut()?;
+        match c.try_wait() {
+            Ok(Some(status)) => {
+                let pid = c.id();
+                self.child = None;
+                Some(format!(
+                    "batch {}: command (pid {pid}) exited: {status}",
+                    self.plan.name
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Stops the started command (SIGTERM, then SIGKILL after `grace`) and
+    /// gives threads their previous scheduling class. Returns what it did.
+    pub fn stop(&mut self, grace: Duration) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(mut c) = self.child.take() {
+            let pid = c.id();
+            elfen_cmd::proc::signal_pid(pid, libc::SIGTERM);
+            let t0 = Instant::now();
+            let status = loop {
+                match c.try_wait() {
+                    Ok(Some(s)) => break Some(s),
+                    Ok(None) if t0.elapsed() < grace => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    _ => break None,
+                }
+            };
+            let status = status.or_else(|| {
+                elfen_cmd::proc::kill_pid(pid);
+                c.wait().ok()
+            });
+            out.push(format!(
+                "batch {}: command (pid {pid}) stopped ({})",
+                self.plan.name,
+                status.map_or("status unknown".into(), |s| s.to_string())
+            ));
+        }
+        let mut restored = 0;
+        for (tid, c) in std::mem::take(&mut self.idled) {
+            if class_of(tid).is_some_and(|now| now.policy == libc::SCHED_IDLE)
+                && set_class(tid, c).is_ok()
+            {
+                restored += 1;
+            }
+        }
+        if restored > 0 {
+            out.push(format!(
+                "batch {}: {restored} threads back to their scheduling class",
+                self.plan.name
+            ));
+        }
+        out
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.plan.mode
+    }
+}
+
+impl Drop for BatchGroup {
+    fn drop(&mut self) {
+        if self.child.is_some() || !self.idled.is_empty() {
+            self.stop(Duration::from_millis(500));
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! **Blind isolation** (PerfIso, ATC'18 §4.1) applied to a batch group:
+//! its cpuset follows `all CPUs − CPUs running the LC service − B buffer
+//! cores`, recomputed from the kernel source's per-CPU slots (who runs
+//! where), with the same pure law the simulator uses
+//! (`elfen_policy::blind::BlindIsolation`).
+//!
+//! [`BlindState`] is the pure part: given which CPUs run the LC, how many
+//! are idle, and the time, it decides the next set — **shrinking at once**
+//! (a CPU that turned LC-busy leaves the set on that step; the law's
+//! `S' = S + I − B` shrinks when fewer than B CPUs are idle) and **growing
+//! with hysteresis** (only after a larger allocation has been called for
+//! during `grow_hold`). It never gives batch a CPU that runs the LC and
+//! keeps the CPUs batch already has where it can (fewer migrations). An
+//! allocation of 0 cannot be a cpuset (a v1 cpuset with no CPU holds no
+//! task): the group is frozen instead, and thawed when CPUs come back.
+//!
+//! [`Blind::spawn`] is the mechanism: a thread that polls the slots every
+//! `poll` (plain loads from the mmapped array; no system call unless the
+//! set changes) and writes the group's cpuset (or freezer) through the
+//! executor, so every change is recorded and restorable. Each shrink that
+//! took a CPU away because the LC began to run there is timed from the
+//! LC's switch onto that CPU (the slot's time) to the write's return: the
+//! reaction time.
+
+use crate::error::DaemonError;
+use crate::guard::{LatencySummary, latency_histogram};
+use elfen_bpf::SlotReader;
+use elfen_cgroup::{Executor, Group, Knob};
+use elfen_cmd::proc::{SchedClass, set_sched};
+use elfen_policy::blind::BlindIsolation;
+use serde::Serialize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What the batch group should be given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// These CPUs.
+    Cpus(Vec<u32>),
+    /// None: frozen.
+    Frozen,
+}
+
+/// The pure decision: PerfIso's law with shrink-now / grow-after-hold.
+#[derive(Debug, Clone)]
+pub struct BlindState {
+    law: BlindIsolation,
+    cpus: Vec<u32>,
+    current: Vec<u32>,
+    hold_ns: u64,
+    grow_since_ns: Option<u64>,
+}
+
+impl BlindState {
+    /// Starts with batch on all of `cpus` (the CPUs blind isolation may
+    /// hand out).
+    pub fn new(law: BlindIsolation, cpus: Vec<u32>, grow_hold: Duration) -> BlindState {
+        BlindState {
+            law,
+            current: cpus.clone(),
+            cpus,
+            hold_ns: grow_hold.as_nanos() as u64,
+            grow_since_ns: None,
+        }
+    }
+
+    /// The CPUs batch has now (empty = frozen).
+    pub fn current(&self) -> &[u32] {
+        &self.current
+    }
+
+    /// Takes back a step whose write failed: batch still has `cpus`, so the
+    /// next step decides (and writes) again.
+    pub fn rollback(&mut self, cpus: Vec<u32>) {
+        self.current = cpus;
+    }
+
+    /// One step: `lc_busy(cpu)` says whether the LC runs on a CPU, `idle`
+    /// how many of the CPUs run nothing. Returns the new target when it
+    /// changes.
+    pub fn step(
+        &mut self,
+        lc_busy: impl Fn(u32) -> bool,
+        idle: u32,
+        now_ns: u64,
+    ) -> Option<Target> {
+        let total = self.cpus.len() as u32;
+        let s = self.current.len() as u32;
+        let available: Vec<u32> = self.cpus.iter().copied().filter(|&c| !lc_busy(c)).collect();
+        let want = self
+            .law
+            .next_allocation(total, s, idle)
+            .min(available.len() as u32) as usize;
+        let lost = self.current.iter().any(|&c| lc_busy(c));
+        let next_len = if lost || want < s as usize {
+            self.grow_since_ns = None;
+            want.min(s as usize)
+        } else if want > s as usize {
+            let since = *self.grow_since_ns.get_or_insert(now_ns);
+            if now_ns.saturating_sub(since) < self.hold_ns {
+                return None;
+            }
+            self.grow_since_ns = None;
+            want
+        } else {
+            self.grow_since_ns = None;
+            return None;
+        };
+        // keep what batch has (and may keep), then add in CPU order
+        let mut next: Vec<u32> = self
+            .current
+            .iter()
+            .copied()
+            .filter(|c| available.contains(c))
+            .take(next_len)
+            .collect();
+        for &c in &available {
+            if next.len() >= next_len {
+                break;
+            }
+            if !next.contains(&c) {
+                next.push(c);
+            }
+        }
+        next.sort_unstable();
+        if next == self.current {
+            return None;
+        }
+        self.current = next.clone();
+        Some(if next.is_empty() {
+            Target::Frozen
+        } else {
+            Target::Cpus(next)
+        })
+    }
+}
+
+/// How a blind-isolation thread runs.
+#[derive(Debug, Clone)]
+pub struct BlindOptions {
+    /// PerfIso's B.
+    pub buffer_cores: u32,
+    /// Growth waits this long.
+    pub grow_hold: Duration,
+    /// Slot poll interval.
+    pub poll: Duration,
+    /// SCHED_FIFO priority (0 = SCHED_OTHER).
+    pub priority: u8,
+    /// CPUs the thread may run on (`None`: unchanged).
+    pub thread_cpus: Option<Vec<u32>>,
+}
+
+/// What a stopped controller reports.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BlindReport {
+    /// The group.
+    pub group: String,
+    /// cpuset writes.
+    pub cpuset_changes: u64,
+    /// Shrinks among them.
+    pub shrinks: u64,
+    /// Freezes (allocation 0).
+    pub freezes: u64,
+    /// LC switch onto a CPU of the set → the write that took it away.
+    pub reaction: LatencySummary,
+    /// Errors met (the first few).
+    pub errors: Vec<String>,
+}
+
+/// A running controller.
+#[derive(Debug)]
+pub struct BlindHandle {
+    stop: Arc<AtomicBool>,
+    changes: Arc<AtomicU64>,
+    thread: Option<JoinHandle<BlindReport>>,
+}
+
+impl BlindHandle {
+    /// cpuset writes so far.
+    pub fn cpuset_changes(&self) -> u64 {
+        self.changes.load(Relaxed)
+    }
+
+    /// Whether the thread still runs.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the controller — it gives the group every CPU back and thaws
+    /// it (the executor restores the original values later, with everything
+    /// else it recorded) — and returns its report.
+    pub fn stop(mut self) -> BlindReport {
+        self.stop.store(true, Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for BlindHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The blind-isolation thread of one group.
+#[derive(Debug)]
+pub struct Blind;
+
+impl Blind {
+    /// Starts the controller of `group` over the CPUs `cpus`, reading
+    /// `slots`; LC processes are those the slots flag (the writer's
+    /// watched processes and cgroups).
+    pub fn spawn(
+        slots: SlotReader,
+        cpus: Vec<u32>,
+        group: Group,
+        executor: Arc<Mutex<Executor>>,
+        opts: BlindOptions,
+    ) -> Result<BlindHandle, DaemonError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let changes = Arc::new(AtomicU64::new(0));
+        let (s2, c2) = (Arc::clone(&stop), Arc::clone(&changes));
+        let thread = std::thread::Builder::new()
+            .name("elfen-blind".into())
+            .spawn(move || {
+                if let Some(c) = &opts.thread_cpus {
+                    let _ = elfen_topo::set_current_affinity(c);
+                }
+                if opts.priority > 0 {
+                    let _ = set_sched(0, SchedClass::Fifo(opts.priority));
+                }
+                run(&slots, cpus, &group, &executor, &opts, &s2, &c2)
+            })
+            .map_err(|e| DaemonError::os("starting the blind-isolation thread", e))?;
+        Ok(BlindHandle {
+            stop,
+            changes,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn run(
+    slots: &SlotReader,
+    cpus: Vec<u32>,
+    group: &Group,
+    executor: &Mutex<Executor>,
+    opts: &BlindOptions,
+    stop: &AtomicBool,
+    changes: &AtomicU64,
+) -> BlindReport {
+    let law = BlindIsolation {
+        buffer_cores: opts.buffer_cores,
+    };
+    let mut st = BlindState::new(law, cpus.clone(), opts.grow_hold);
+    let mut rep = BlindReport {
+        group: group.path().as_str().to_string(),
+        ..BlindReport::default()
+    };
+    let mut hist = latency_histogram();
+    let mut frozen = false;
+    while !stop.load(Relaxed) {
+        let snaps: Vec<_> = cpus.iter().map(|&c| slots.snapshot(c).ok()).collect();
+        let busy = |c: u32| {
+            cpus.iter()
+                .position(|&x| x == c)
+                .and_then(|i| snaps[i].as_ref())
+                .is_some_and(|s| s.lc())
+        };
+        let idle = snaps.iter().flatten().filter(|s| s.tid == 0).count() as u32;
+        let before = st.current().to_vec();
+        let now = elfen_shm::clock::monotonic_ns();
+        if let Some(t) = st.step(busy, idle, now) {
+            let mut ex = executor.lock().unwrap_or_else(|p| p.into_inner());
+            let r = match &t {
+                Target::Frozen => {
+                    frozen = true;
+                    rep.freezes += 1;
+                    ex.set(group, Knob::Frozen(true)).map(|_| ())
+                }
+                Target::Cpus(c) => {
+                    let set = ex.set(group, Knob::CpusetCpus(c.clone())).map(|_| ());
+                    if frozen {
+                        frozen = false;
+                        set.and_then(|_| ex.set(group, Knob::Frozen(false)).map(|_| ()))
+                    } else {
+                        set
+                    }
+                }
+            };
+            drop(ex);
+            let done = elfen_shm::clock::monotonic_ns();
+            match r {
+                Ok(()) => {
+                    changes.fetch_add(1, Relaxed);
+                    rep.cpuset_changes += 1;
+                    let after = st.current();
+                    rep.shrinks += u64::from(after.len() < before.len());
+                    // reaction: an LC CPU batch had is taken away
+                    for (i, &c) in cpus.iter().enumerate() {
+                        if before.contains(&c) && !after.contains(&c) {
+                            if let Some(s) = snaps[i].as_ref().filter(|s| s.lc()) {
+                                let _ = hist.record(done.saturating_sub(s.lc_since_ns).max(1));
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    // the group still has what it had: decide again next time
+                    st.rollback(before.clone());
+                    frozen = before.is_empty();
+                    if rep.errors.len() < 5 {
+                        rep.errors.push(e.to_string());
+                    }
+                }
+            }
+        }
+        std::thread::sleep(opts.poll);
+    }
+    // Give batch every CPU back (and thaw) before it is stopped or killed:
+    // a frozen process cannot die until thawed.
+    let mut ex = executor.lock().unwrap_or_else(|p| p.into_inner());
+    if let Err(e) = ex.set(group, Knob::CpusetCpus(cpus)) {
+        rep.errors.push(e.to_string());
+    }
+    if frozen {
+        if let Err(e) = ex.set(group, Knob::Frozen(false)) {
+            rep.errors.push(e.to_string());
+        }
+    }
+    rep.reaction = LatencySummary::of(&hist);
+    rep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(b: u32) -> BlindState {
+        BlindState::new(
+            BlindIsolation { buffer_cores: b },
+            vec![0, 1, 2, 3],
+            Duration::from_micros(1000),
+        )
+    }
+
+    #[test]
+    fn shrinks_at_once_when_the_lc_takes_a_cpu() {
+        let mut s = st(0);
+        // the LC starts on cpu 2, nothing idle
+        let t = s.step(|c| c == 2, 0, 0);
+        assert_eq!(t, Some(Target::Cpus(vec![0, 1, 3])));
+        // and on cpu 0 too
+        assert_eq!(
+            s.step(|c| c == 2 || c == 0, 0, 10),
+            Some(Target::Cpus(vec![1, 3]))
+        );
+    }
+
+    #[test]
+    fn grows_only_after_the_hold() {
+        let mut s = st(0);
+        s.step(|c| c == 2, 0, 0);
+        // the LC leaves cpu 2: one CPU idle
+        assert_eq!(s.step(|_| false, 1, 100_000), None, "not before the hold");
+        assert_eq!(s.step(|_| false, 1, 600_000), None);
+        assert_eq!(
+            s.step(|_| false, 1, 1_100_000),
+            Some(Target::Cpus(vec![0, 1, 2, 3]))
+        );
+    }
+
+    #[test]
+    fn a_shrink_resets_the_hold() {
+        let mut s = st(0);
+        s.step(|c| c == 2, 0, 0);
+        assert_eq!(s.step(|_| false, 1, 100_000), None);
+        // busy again before the hold ran out: nothing to do (cpu 2 is not batch's)
+        assert_eq!(s.step(|c| c == 2, 0, 500_000), None);
+        assert_eq!(
+            s.step(|_| false, 1, 1_200_000),
+            None,
+            "the hold starts again"
+        );
+        assert!(s.step(|_| false, 1, 2_300_000).is_some());
+    }
+
+    #[test]
+    fn buffer_cores_are_kept_idle() {
+        let mut s = st(1);
+        // the LC on cpu 0, nothing idle: S' = S + I − B = 3, and not cpu 0
+        assert_eq!(s.step(|c| c == 0, 0, 0), Some(Target::Cpus(vec![1, 2, 3])));
+        // still nothing idle (I = 0 < B = 1): one more goes → all − busy − B
+        assert_eq!(s.step(|c| c == 0, 0, 10), Some(Target::Cpus(vec![1, 2])));
+        // now one CPU idle = B: steady
+        assert_eq!(s.step(|c| c == 0, 1, 20), None);
+    }
+
+    #[test]
+    fn no_cpu_left_freezes_and_cpus_back_thaw() {
+        let mut s = BlindState::new(
+            BlindIsolation { buffer_cores: 1 },
+            vec![0, 1],
+            Duration::from_micros(0),
+        );
+        // two CPUs, B = 1: the LC on cpu 0 takes it, then the buffer the other
+        assert_eq!(s.step(|c| c == 0, 0, 0), Some(Target::Cpus(vec![1])));
+        assert_eq!(s.step(|c| c == 0, 0, 5), Some(Target::Frozen));
+        assert!(s.current().is_empty());
+        // the LC stops: both idle → S = 0 + 2 − 1 = 1
+        assert_eq!(s.step(|_| false, 2, 10), Some(Target::Cpus(vec![0])));
+    }
+
+    #[test]
+    fn a_rolled_back_step_is_decided_again() {
+        let mut s = st(0);
+        assert_eq!(s.step(|c| c == 2, 0, 0), Some(Target::Cpus(vec![0, 1, 3])));
+        // the write failed: batch still has every CPU, the shrink comes again
+        s.rollback(vec![0, 1, 2, 3]);
+        assert_eq!(s.step(|c| c == 2, 0, 10), Some(Target::Cpus(vec![0, 1, 3])));
+    }
+
+    #[test]
+    fn never_an_lc_cpu_and_keeps_its_cpus() {
+        let mut s = st(0);
+        s.step(|c| c == 1, 0, 0);
+        assert_eq!(s.current(), &[0, 2, 3]);
+        // the LC moves from 1 to 3: 3 leaves at once and, the allocation
+        // being the same, the freed cpu 1 takes its place; 0 and 2 stay
+        assert_eq!(s.step(|c| c == 3, 0, 10), Some(Target::Cpus(vec![0, 1, 2])));
+        assert_eq!(
+            s.step(|c| c == 3, 1, 20),
+            None,
+            "a larger allocation waits for the hold"
+        );
+    }
+}

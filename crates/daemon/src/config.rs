@@ -1,0 +1,633 @@
+//! The daemon's configuration file (TOML): types, documented defaults, and
+//! the checks that need nothing but the file itself ([`Config::check`]).
+//! Checks against the machine (CPUs, processes, cgroups, the page, the
+//! state file) are in [`crate::plan`]; nothing is applied before both pass.
+
+use crate::error::ConfigError;
+use elfen_policy::{PolicyConfig, PolicyKind};
+use elfen_runtime::NapChoice;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Default signal page (`page`).
+pub const DEFAULT_PAGE: &str = "/dev/shm/elfen";
+/// Default state file (`state_file`).
+pub const DEFAULT_STATE_FILE: &str = "/run/elfen/daemon-state.json";
+/// Default guard priority (`guard.priority`, SCHED_FIFO).
+pub const DEFAULT_GUARD_PRIORITY: u8 = 50;
+
+/// The whole file. Every field has a default except the LC service and the
+/// batch groups; unknown keys are refused everywhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The signal page the daemon creates and owns (default
+    /// `/dev/shm/elfen`, where `elfen status` and `elfen ctl` look first; a
+    /// name without `/` lives in `/dev/shm`).
+    pub page: PathBuf,
+    /// The cgroup executor's state file (default
+    /// `/run/elfen/daemon-state.json`): every cgroup change is recorded there
+    /// before it is made, so the next start repairs what a killed daemon left.
+    pub state_file: PathBuf,
+    /// Lane pairing, `request:batch[+batch]` comma-separated (`"0:1"`,
+    /// `"0:1,2:3"`); default: elfen-topo's plan (SMT siblings, else
+    /// consecutive CPUs: cpu 0 request, cpu 1 batch).
+    pub pairs: Option<String>,
+    /// Where the cgroup hierarchies are mounted (default `/sys/fs/cgroup`).
+    pub cgroup_root: PathBuf,
+    /// Which freezer freeze mode drives: `auto` (the v1 freezer where one is
+    /// mounted, else the v2 `cgroup.freeze`), `v1`, `v2`.
+    pub freezer: FreezerChoice,
+    /// How often the daemon writes the page's heartbeat, ms (default 100).
+    pub heartbeat_ms: u64,
+    /// The policy of every lane.
+    pub policy: PolicySection,
+    /// The LC service to protect.
+    pub lc: LcSection,
+    /// The LC signal writer and its source.
+    pub signal: SignalSection,
+    /// Guards (mode `guard`).
+    pub guard: GuardSection,
+    /// The freezer (mode `freeze`).
+    pub freeze: FreezeSection,
+    /// Blind isolation (mode `blind`).
+    pub blind: BlindSection,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsSection,
+    /// The batch work, one entry per group (`[[batch]]`).
+    pub batch: Vec<BatchSection>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            page: PathBuf::from(DEFAULT_PAGE),
+            state_file: PathBuf::from(DEFAULT_STATE_FILE),
+            pairs: None,
+            cgroup_root: elfen_cgroup::default_root(),
+            freezer: FreezerChoice::Auto,
+            heartbeat_ms: 100,
+            policy: PolicySection::default(),
+            lc: LcSection::default(),
+            signal: SignalSection::default(),
+            guard: GuardSection::default(),
+            freeze: FreezeSection::default(),
+            blind: BlindSection::default(),
+            metrics: MetricsSection::default(),
+            batch: Vec::new(),
+        }
+    }
+}
+
+/// `freezer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FreezerChoice {
+    /// The hierarchy's default.
+    #[default]
+    Auto,
+    /// v1 `freezer.state`.
+    V1,
+    /// v2 `cgroup.freeze` (on a hybrid layout: the unified tree's groups).
+    V2,
+}
+
+/// `[policy]`: the four policies of elfen-policy, unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicySection {
+    /// `unmanaged`, `borrow_idle` (default), `fixed_budget`,
+    /// `refresh_budget`, `dynamic_refresh`.
+    pub kind: PolicyKind,
+    /// Co-running budget per period, µs (budget policies; required there).
+    pub budget_us: u64,
+    /// The LC service's tail-latency objective, µs (optional; a budget must
+    /// fit in it: the paper's budget is `SLO − p99 of the LC alone`).
+    pub slo_us: Option<u64>,
+    /// Dynamic refresh: the LC's IPC alone (needs hardware counters).
+    pub ref_ipc: Option<f64>,
+    /// How cooperative batch threads nap: `auto` (default), `spin`,
+    /// `futex`, `hybrid`, `umwait`, `mwaitx`. Guards always spin.
+    pub nap: String,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        PolicySection {
+            kind: PolicyKind::BorrowIdle,
+            budget_us: 0,
+            slo_us: None,
+            ref_ipc: None,
+            nap: "auto".into(),
+        }
+    }
+}
+
+impl PolicySection {
+    /// The policy as elfen-policy takes it.
+    pub fn policy_config(&self) -> PolicyConfig {
+        PolicyConfig {
+            ref_ipc: self.ref_ipc,
+            ..PolicyConfig::budget(self.kind, self.budget_us.saturating_mul(1000))
+        }
+    }
+}
+
+/// `[lc]`: the LC service, by exactly one of `pid`, `cgroup`, `comm`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LcSection {
+    /// A running process. When it exits, a process with its command name
+    /// is looked for (a restart).
+    pub pid: Option<u32>,
+    /// A cgroup directory (absolute path). A cgroup v2 directory is watched
+    /// by id in the kernel; a v1 one by its `cgroup.procs`, re-read every
+    /// `rescan_ms`.
+    pub cgroup: Option<PathBuf>,
+    /// A command name: `/proc/<pid>/comm` or the base name of `argv[0]`.
+    /// Every matching process is LC. May be absent at start (waited for).
+    pub comm: Option<String>,
+    /// How often the watched processes are checked for life, ms (default 100).
+    pub liveness_ms: u64,
+    /// How often processes are looked for anew (new processes of a comm or
+    /// a v1 cgroup), ms (default 1000).
+    pub rescan_ms: u64,
+    /// While no LC process is found: how often to look, ms (default 10).
+    pub lost_rescan_ms: u64,
+}
+
+impl Default for LcSection {
+    fn default() -> Self {
+        LcSection {
+            pid: None,
+            cgroup: None,
+            comm: None,
+            liveness_ms: 100,
+            rescan_ms: 1000,
+            lost_rescan_ms: 10,
+        }
+    }
+}
+
+/// `[signal]`: the LC signal writer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SignalSection {
+    /// Use the coarse /proc poll source when BPF cannot load (default
+    /// true, reported with the reason); false: refuse to start.
+    pub fallback: bool,
+    /// Poll fallback scan interval, µs (default 1000).
+    pub poll_interval_us: u64,
+    /// SCHED_FIFO priority of the writer thread (default: the guard
+    /// priority plus one, so it preempts a spinning guard to publish the
+    /// idle edge); 0 = leave it SCHED_OTHER.
+    pub priority: Option<u8>,
+    /// CPUs the writer thread may run on (default: the batch lanes, so it
+    /// never preempts the LC service on a request lane).
+    pub cpus: Option<Vec<u32>>,
+}
+
+impl Default for SignalSection {
+    fn default() -> Self {
+        SignalSection {
+            fallback: true,
+            poll_interval_us: 1000,
+            priority: None,
+            cpus: None,
+        }
+    }
+}
+
+/// `[guard]`: guard threads (mode `guard`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuardSection {
+    /// SCHED_FIFO priority, 1..=98 (default 50).
+    pub priority: u8,
+    /// While a budget policy co-runs: the longest sleep between checks
+    /// after the budget should have expired, µs (default 0 = budget / 8).
+    pub recheck_us: u64,
+}
+
+impl Default for GuardSection {
+    fn default() -> Self {
+        GuardSection {
+            priority: DEFAULT_GUARD_PRIORITY,
+            recheck_us: 0,
+        }
+    }
+}
+
+/// `[freeze]`: freeze mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FreezeSection {
+    /// How long a freeze may take before it is reported late, ms (default 50).
+    pub timeout_ms: u64,
+}
+
+impl Default for FreezeSection {
+    fn default() -> Self {
+        FreezeSection { timeout_ms: 50 }
+    }
+}
+
+/// `[blind]`: PerfIso's blind isolation (mode `blind`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlindSection {
+    /// CPUs kept free of batch for the LC's bursts (PerfIso's B; default 0).
+    pub buffer_cores: u32,
+    /// A larger allocation waits this long, µs (default 2000; shrinks are
+    /// at once).
+    pub grow_hold_us: u64,
+    /// How often the per-CPU slots are read, µs (default 200).
+    pub poll_us: u64,
+}
+
+impl Default for BlindSection {
+    fn default() -> Self {
+        BlindSection {
+            buffer_cores: 0,
+            grow_hold_us: 2000,
+            poll_us: 200,
+        }
+    }
+}
+
+/// Default metrics address (`metrics.listen`).
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
+
+/// `[metrics]`: the Prometheus endpoint (docs/operations.md lists the
+/// metrics).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Address of `http://…/metrics` (default `127.0.0.1:9464`; port 0
+    /// picks a free one, printed at start); `""` turns the endpoint off.
+    pub listen: String,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection {
+            listen: DEFAULT_METRICS_LISTEN.to_string(),
+        }
+    }
+}
+
+impl MetricsSection {
+    /// The address, `None` when off.
+    pub fn addr(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        if self.listen.is_empty() {
+            return Ok(None);
+        }
+        self.listen.parse().map(Some).map_err(|e| {
+            ConfigError::new(
+                "metrics.listen",
+                format!(
+                    "{:?} is not an address like 127.0.0.1:9464 ({e})",
+                    self.listen
+                ),
+            )
+        })
+    }
+}
+
+/// How a batch group gives the lanes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Instrumented programs on the signal page nap themselves; the daemon
+    /// provides the page and the LC signal only.
+    Cooperative,
+    /// A SCHED_FIFO guard per batch lane occupies the lane while the
+    /// policy says nap; the group runs SCHED_IDLE (or cpu.idle).
+    Guard,
+    /// The group is frozen while the policy says nap (coarse).
+    Freeze,
+    /// Only cpu.idle / SCHED_IDLE: nothing dynamic.
+    Idle,
+    /// PerfIso's blind isolation: the group's cpuset follows all CPUs −
+    /// CPUs running the LC − `blind.buffer_cores` (frozen when that is none).
+    Blind,
+}
+
+impl Mode {
+    /// The name in configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Cooperative => "cooperative",
+            Mode::Guard => "guard",
+            Mode::Freeze => "freeze",
+            Mode::Idle => "idle",
+            Mode::Blind => "blind",
+        }
+    }
+}
+
+/// How a group is made to yield to normal threads (modes `guard`, `idle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleMethod {
+    /// `cpu_idle` where the group's cpu controller is v2, else `sched_idle`.
+    #[default]
+    Auto,
+    /// The group's `cpu.idle` = 1 (through the executor; restored).
+    CpuIdle,
+    /// SCHED_IDLE on every thread of the group (new threads every rescan;
+    /// the previous class is given back at exit).
+    SchedIdle,
+}
+
+/// `[[batch]]`: one batch group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BatchSection {
+    /// A name, unique in the file (used in messages and created groups).
+    pub name: String,
+    /// `cooperative`, `guard`, `freeze` or `idle`.
+    pub mode: Mode,
+    /// An existing cgroup, as a path below each controller's root
+    /// (`batch/jobs` = `/sys/fs/cgroup/<controller>/batch/jobs` on v1).
+    pub cgroup: Option<String>,
+    /// Or a command the daemon starts (argv) in a group it creates,
+    /// `elfen-daemon-<pid>/<name>`, and stops at exit. It gets `ELFEN_PAGE`
+    /// and, with one batch lane, `ELFEN_LANE`.
+    pub command: Option<Vec<String>>,
+    /// Confine the group to the batch lanes with its cpuset (default: true
+    /// in guard mode, where batch work must not flee to a request lane).
+    pub confine: Option<bool>,
+    /// How the group yields (modes `guard` and `idle`).
+    pub idle_method: IdleMethod,
+}
+
+impl Default for BatchSection {
+    fn default() -> Self {
+        BatchSection {
+            name: String::new(),
+            mode: Mode::Guard,
+            cgroup: None,
+            command: None,
+            confine: None,
+            idle_method: IdleMethod::Auto,
+        }
+    }
+}
+
+impl BatchSection {
+    /// Whether the group is confined to the batch lanes.
+    pub fn confined(&self) -> bool {
+        self.confine.unwrap_or(self.mode == Mode::Guard)
+    }
+}
+
+impl Config {
+    /// Parses a configuration from TOML text (syntax and field names only).
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_string();
+            let field = e
+                .span()
+                .map(|s| locate(text, s.start))
+                .unwrap_or_else(|| "config".into());
+            ConfigError::new(field, msg)
+        })
+    }
+
+    /// Reads and parses `path`, then runs [`Config::check`].
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(path.display().to_string(), format!("cannot read: {e}"))
+        })?;
+        let c = Config::parse(&text)
+            .map_err(|e| ConfigError::new(format!("{} ({})", path.display(), e.field), e.reason))?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Every check that needs only the file: exactly one LC selector,
+    /// batch groups named uniquely with exactly one of `cgroup` / `command`,
+    /// values in range, a valid policy. The first problem is returned.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.heartbeat_ms == 0 {
+            return Err(ConfigError::new("heartbeat_ms", "must be at least 1"));
+        }
+        if let Some(p) = &self.pairs {
+            elfen_topo::parse_pair_spec(p).map_err(|e| ConfigError::new("pairs", e.to_string()))?;
+        }
+        if self.page.as_os_str().is_empty() {
+            return Err(ConfigError::new("page", "must not be empty"));
+        }
+        if self.state_file.as_os_str().is_empty() || self.state_file.is_dir() {
+            return Err(ConfigError::new("state_file", "must name a file"));
+        }
+        self.check_policy()?;
+        self.check_lc()?;
+        self.check_threads()?;
+        if self.freeze.timeout_ms == 0 {
+            return Err(ConfigError::new("freeze.timeout_ms", "must be at least 1"));
+        }
+        self.metrics.addr()?;
+        if self.blind.poll_us < 20 {
+            return Err(ConfigError::new("blind.poll_us", "must be at least 20"));
+        }
+        if self.batch.is_empty() {
+            return Err(ConfigError::new(
+                "batch",
+                "no batch group: add at least one [[batch]] with a mode and a cgroup or command",
+            ));
+        }
+        for (i, b) in self.batch.iter().enumerate() {
+            check_batch(i, b, &self.batch[..i])?;
+        }
+        Ok(())
+    }
+
+    fn check_policy(&self) -> Result<(), ConfigError> {
+        let p = &self.policy;
+        p.policy_config()
+            .validate()
+            .map_err(|e| ConfigError::new("policy.ref_ipc", e.to_string()))?;
+        if p.kind.uses_budget() && p.budget_us == 0 {
+            return Err(ConfigError::new(
+                "policy.budget_us",
+                format!(
+                    "{} needs a budget (the paper's: SLO − p99 of the LC alone)",
+                    p.kind
+                ),
+            ));
+        }
+        if let Some(slo) = p.slo_us {
+            if slo == 0 {
+                return Err(ConfigError::new("policy.slo_us", "must be at least 1"));
+            }
+            if p.budget_us >= slo {
+                return Err(ConfigError::new(
+                    "policy.budget_us",
+                    format!(
+                        "{} µs does not fit in the SLO of {slo} µs (a budget is SLO headroom)",
+                        p.budget_us
+                    ),
+                ));
+            }
+        }
+        p.nap
+            .parse::<NapChoice>()
+            .map_err(|e| ConfigError::new("policy.nap", e.to_string()))?;
+        Ok(())
+    }
+
+    fn check_lc(&self) -> Result<(), ConfigError> {
+        let lc = &self.lc;
+        let n = usize::from(lc.pid.is_some())
+            + usize::from(lc.cgroup.is_some())
+            + usize::from(lc.comm.is_some());
+        if n != 1 {
+            return Err(ConfigError::new(
+                "lc",
+                format!("name the LC service by exactly one of pid, cgroup, comm ({n} given)"),
+            ));
+        }
+        if lc.pid == Some(0) {
+            return Err(ConfigError::new("lc.pid", "0 is not a process"));
+        }
+        if let Some(c) = &lc.cgroup {
+            if !c.is_absolute() {
+                return Err(ConfigError::new(
+                    "lc.cgroup",
+                    format!("{} must be an absolute path", c.display()),
+                ));
+            }
+        }
+        if let Some(c) = &lc.comm {
+            if c.is_empty() || c.contains('/') {
+                return Err(ConfigError::new(
+                    "lc.comm",
+                    format!("{c:?}: a command name, without '/'"),
+                ));
+            }
+        }
+        for (f, v) in [
+            ("lc.liveness_ms", lc.liveness_ms),
+            ("lc.rescan_ms", lc.rescan_ms),
+            ("lc.lost_rescan_ms", lc.lost_rescan_ms),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::new(f, "must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_threads(&self) -> Result<(), ConfigError> {
+        if !(1..=98).contains(&self.guard.priority) {
+            return Err(ConfigError::new(
+                "guard.priority",
+                format!(
+                    "{} is not a SCHED_FIFO priority in 1..=98 (the writer runs one above)",
+                    self.guard.priority
+                ),
+            ));
+        }
+        if let Some(p) = self.signal.priority {
+            if p > 99 {
+                return Err(ConfigError::new(
+                    "signal.priority",
+                    format!("{p}: SCHED_FIFO priorities are 1..=99 (0 = SCHED_OTHER)"),
+                ));
+            }
+        }
+        let guards = self.batch.iter().any(|b| b.mode == Mode::Guard);
+        if guards && self.writer_priority() <= self.guard.priority {
+            return Err(ConfigError::new(
+                "signal.priority",
+                format!(
+                    "{} must be above guard.priority ({}): the writer has to preempt a spinning guard to publish the idle edge",
+                    self.writer_priority(),
+                    self.guard.priority
+                ),
+            ));
+        }
+        if self.signal.poll_interval_us < 100 {
+            return Err(ConfigError::new(
+                "signal.poll_interval_us",
+                "must be at least 100",
+            ));
+        }
+        if self.signal.cpus.as_ref().is_some_and(|c| c.is_empty()) {
+            return Err(ConfigError::new("signal.cpus", "must not be empty"));
+        }
+        Ok(())
+    }
+
+    /// The writer thread's SCHED_FIFO priority (0 = SCHED_OTHER).
+    pub fn writer_priority(&self) -> u8 {
+        self.signal.priority.unwrap_or(self.guard.priority + 1)
+    }
+}
+
+fn check_batch(i: usize, b: &BatchSection, before: &[BatchSection]) -> Result<(), ConfigError> {
+    let f = |k: &str| format!("batch[{i}].{k}");
+    if b.name.is_empty()
+        || !b
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ConfigError::new(
+            f("name"),
+            format!("{:?}: letters, digits, '-' and '_' only, not empty", b.name),
+        ));
+    }
+    if before.iter().any(|o| o.name == b.name) {
+        return Err(ConfigError::new(
+            f("name"),
+            format!("{:?} is used by an earlier group", b.name),
+        ));
+    }
+    if b.mode == Mode::Blind && b.confine == Some(true) {
+        return Err(ConfigError::new(
+            f("confine"),
+            "blind isolation drives the group's cpuset itself: leave confine out",
+        ));
+    }
+    match (&b.cgroup, &b.command) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(ConfigError::new(
+                format!("batch[{i}]"),
+                "give exactly one of cgroup (an existing group) or command (started by the daemon)",
+            ));
+        }
+        (Some(g), None) => {
+            if g.trim_matches('/').is_empty() {
+                return Err(ConfigError::new(
+                    f("cgroup"),
+                    "the root group cannot be a batch group",
+                ));
+            }
+            elfen_cgroup::GroupPath::new(g)
+                .map_err(|e| ConfigError::new(f("cgroup"), e.to_string()))?;
+        }
+        (None, Some(argv)) => {
+            if argv.first().is_none_or(|p| p.is_empty()) {
+                return Err(ConfigError::new(f("command"), "empty command"));
+            }
+        }
+    }
+    if b.idle_method != IdleMethod::Auto && !matches!(b.mode, Mode::Guard | Mode::Idle) {
+        return Err(ConfigError::new(
+            f("idle_method"),
+            format!("only modes guard and idle use it, not {}", b.mode.name()),
+        ));
+    }
+    Ok(())
+}
+
+/// `line L, column C` of byte offset `at` in `text`, for parse errors.
+fn locate(text: &str, at: usize) -> String {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {col}")
+}

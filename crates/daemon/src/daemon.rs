@@ -1,0 +1,537 @@
+//! The run: [`Daemon::start`] applies a [`Plan`] (recovery of a killed
+//! predecessor first, then the page, the batch groups, the writer, guards
+//! and freezers), [`Daemon::tick`] keeps it going (heartbeat, notices,
+//! SCHED_IDLE for new threads, commands that exit, threads that die), and
+//! [`Daemon::shutdown`] gives everything back. [`run`] is the loop of
+//! `elfen daemon`, until SIGTERM or SIGINT.
+
+use crate::batch::{BatchGroup, LaunchEnv};
+use crate::bell::Bell;
+use crate::blind::{Blind, BlindHandle, BlindOptions, BlindReport};
+use crate::config::Mode;
+use crate::error::DaemonError;
+use crate::freeze::{FreezeOptions, FreezeReport, Freezer, FreezerHandle};
+use crate::guard::{Guard, GuardHandle, GuardOptions, GuardReport};
+use crate::lc::{DiscoveryOptions, Notice};
+use crate::metrics::{DaemonMetrics, GuardCounts};
+use crate::plan::Plan;
+use crate::writer::{LcWriter, LcWriterHandle, WriterOptions, WriterReport};
+use elfen_cgroup::{Executor, RestoreReport};
+use elfen_shm::Page;
+use serde::Serialize;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    plan: Plan,
+    page: Arc<Page>,
+    executor: Option<Arc<Mutex<Executor>>>,
+    groups: Vec<BatchGroup>,
+    writer: Option<LcWriterHandle>,
+    guards: Vec<GuardHandle>,
+    freezers: Vec<FreezerHandle>,
+    blinds: Vec<BlindHandle>,
+    notices: Receiver<Notice>,
+    next_rescan: Instant,
+    metrics: Option<DaemonMetrics>,
+    lc_restarts: u64,
+    /// What start repaired of a predecessor.
+    pub recovered: RestoreReport,
+}
+
+/// What [`Daemon::shutdown`] did.
+#[derive(Debug, Default, Serialize)]
+pub struct ShutdownReport {
+    /// The writer's counters (or its error).
+    pub writer: Option<WriterReport>,
+    /// The writer's error, if it stopped with one.
+    pub writer_error: Option<String>,
+    /// Each guard.
+    pub guards: Vec<GuardReport>,
+    /// Each freezer.
+    pub freezers: Vec<FreezeReport>,
+    /// Each blind-isolation controller.
+    pub blind: Vec<BlindReport>,
+    /// Commands stopped, classes restored.
+    pub groups: Vec<String>,
+    /// The executor's restore.
+    pub restored: RestoreReport,
+}
+
+impl std::fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(w) = &self.writer {
+            writeln!(
+                f,
+                "writer: {} events, {} busy periods, {} reconciled from the slots, {} dropped by BPF; \
+                 busy edge → writer running {}",
+                w.events, w.begins, w.reconciled, w.dropped, w.wake
+            )?;
+        }
+        if let Some(e) = &self.writer_error {
+            writeln!(f, "writer stopped with an error: {e}")?;
+        }
+        for g in &self.guards {
+            writeln!(
+                f,
+                "guard lane {} (cpu {}): {} occupations, {:.1} ms occupied; step-aside {}",
+                g.lane,
+                g.cpu,
+                g.occupations,
+                g.occupied_ns as f64 / 1e6,
+                g.step_aside
+            )?;
+        }
+        for z in &self.freezers {
+            writeln!(
+                f,
+                "freezer {}: {} freezes ({} late), {} thaws; freeze {}; thaw {}; step-aside {}",
+                z.group, z.freezes, z.late, z.thaws, z.freeze, z.thaw, z.step_aside
+            )?;
+        }
+        for b in &self.blind {
+            writeln!(
+                f,
+                "blind isolation {}: {} cpuset changes ({} shrinks, {} freezes); LC switch → its CPU \
+                 taken from batch {}{}",
+                b.group,
+                b.cpuset_changes,
+                b.shrinks,
+                b.freezes,
+                b.reaction,
+                if b.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!("; errors: {}", b.errors.join("; "))
+                }
+            )?;
+        }
+        for g in &self.groups {
+            writeln!(f, "{g}")?;
+        }
+        if self.restored.is_empty() {
+            writeln!(f, "cgroups: nothing to restore")
+        } else {
+            write!(f, "cgroups restored:\n{}", self.restored)
+        }
+    }
+}
+
+fn log(msg: impl std::fmt::Display) {
+    eprintln!("elfen daemon: {msg}");
+}
+
+impl Daemon {
+    /// Applies `plan`. A state file left by a killed daemon is recovered
+    /// first (what was repaired is in [`Daemon::recovered`]). If a step
+    /// fails, what was applied is given back before the error returns.
+    pub fn start(plan: Plan) -> Result<Daemon, DaemonError> {
+        let cfg = &plan.config;
+        // The metrics port first: a port in use fails before anything is applied.
+        let metrics_port = match cfg.metrics.addr()? {
+            Some(a) => Some(elfen_ops::metrics::bind(a).map_err(|e| {
+                DaemonError::Config(crate::error::ConfigError::new(
+                    "metrics.listen",
+                    e.to_string(),
+                ))
+            })?),
+            None => None,
+        };
+        let recovered;
+        let executor = match &plan.hierarchy {
+            Some(h) => {
+                if let Some(dir) = cfg.state_file.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| DaemonError::os(format!("creating {}", dir.display()), e))?;
+                }
+                let (ex, rep) = Executor::with_state_file(h.clone(), &cfg.state_file)?;
+                recovered = rep;
+                Some(Arc::new(Mutex::new(ex)))
+            }
+            None => {
+                recovered = Executor::recover(&cfg.state_file)?;
+                None
+            }
+        };
+        let page_path = elfen_shm::page_path(&cfg.page.to_string_lossy());
+        let page = Arc::new(Page::create(&page_path, &plan.page_spec)?);
+        page.beat()?;
+        // A controller is dead when it missed 10 heartbeats: batch threads
+        // then pause (the heartbeat fail-safe; docs/protocol.md).
+        let stale_ms = 10.0 * cfg.heartbeat_ms as f64;
+        page.set_heartbeat_stale((stale_ms * 1e6) as u64)?;
+        let metrics = match metrics_port {
+            Some(port) => Some(
+                DaemonMetrics::serve(port, Arc::clone(&page), stale_ms)
+                    .map_err(|e| DaemonError::thread("metrics", e.to_string()))?,
+            ),
+            None => None,
+        };
+        let (tx, rx) = channel();
+        let mut d = Daemon {
+            next_rescan: Instant::now(),
+            plan,
+            page,
+            executor,
+            groups: Vec::new(),
+            writer: None,
+            guards: Vec::new(),
+            freezers: Vec::new(),
+            blinds: Vec::new(),
+            notices: rx,
+            metrics,
+            lc_restarts: 0,
+            recovered,
+        };
+        match d.apply(tx) {
+            Ok(()) => Ok(d),
+            Err(e) => {
+                let r = d.shutdown();
+                log(format!("start failed; given back:\n{r}"));
+                Err(e)
+            }
+        }
+    }
+
+    fn apply(&mut self, tx: std::sync::mpsc::Sender<Notice>) -> Result<(), DaemonError> {
+        let plan = self.plan.clone();
+        let cfg = &plan.config;
+        let env = LaunchEnv {
+            page: self.page.path().to_path_buf(),
+            lane: match plan.batch_lanes.as_slice() {
+                [one] => Some(one.lane),
+                _ => None,
+            },
+        };
+        for g in &plan.groups {
+            let ex = self.executor.as_ref().expect("a hierarchy for groups");
+            let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+            self.groups.push(BatchGroup::setup(&mut ex, g, &env)?);
+        }
+        let guarded = plan.groups.iter().any(|g| g.mode == Mode::Guard);
+        let mut bells: Vec<(u32, Arc<Bell>)> = Vec::new();
+        let new_bell = || {
+            Bell::new()
+                .map(Arc::new)
+                .map_err(|e| DaemonError::os("eventfd", e))
+        };
+        let mut guard_bells = Vec::new();
+        if guarded {
+            for b in &plan.batch_lanes {
+                let bell = Bell::busy_edges_only()
+                    .map(Arc::new)
+                    .map_err(|e| DaemonError::os("eventfd", e))?;
+                bells.push((b.request_lane, Arc::clone(&bell)));
+                guard_bells.push((b.lane, bell));
+            }
+        }
+        let mut freeze_bells = Vec::new();
+        for (i, g) in plan.groups.iter().enumerate() {
+            if g.mode == Mode::Freeze {
+                let bell = new_bell()?;
+                for r in &plan.request_lanes {
+                    bells.push((r.lane, Arc::clone(&bell)));
+                }
+                freeze_bells.push((i, bell));
+            }
+        }
+        let opts = WriterOptions {
+            source: elfen_bpf::Options {
+                watched_cpus: None,
+                poll_interval_us: cfg.signal.poll_interval_us,
+                fallback: cfg.signal.fallback,
+            },
+            priority: cfg.writer_priority(),
+            cpus: Some(plan.writer_cpus.clone()),
+            discovery: DiscoveryOptions {
+                liveness: Duration::from_millis(cfg.lc.liveness_ms),
+                rescan: Duration::from_millis(cfg.lc.rescan_ms),
+                lost_rescan: Duration::from_millis(cfg.lc.lost_rescan_ms),
+            },
+            max_wait: Duration::from_millis(100),
+            notices: Some(tx),
+            bells,
+        };
+        let lanes: Vec<(u32, u32)> = plan.request_lanes.iter().map(|r| (r.cpu, r.lane)).collect();
+        self.writer = Some(LcWriter::spawn(
+            Arc::clone(&self.page),
+            &lanes,
+            plan.lc.clone(),
+            opts,
+        )?);
+        let gopts = GuardOptions {
+            priority: cfg.guard.priority,
+            recheck: (cfg.guard.recheck_us > 0)
+                .then(|| Duration::from_micros(cfg.guard.recheck_us)),
+            max_sleep: Duration::from_millis(100),
+        };
+        for (lane, bell) in guard_bells {
+            self.guards
+                .push(Guard::spawn(Arc::clone(&self.page), lane, bell, gopts)?);
+        }
+        for (i, bell) in freeze_bells {
+            let ex = Arc::clone(self.executor.as_ref().expect("a hierarchy for freeze"));
+            let fopts = FreezeOptions {
+                policy: plan.policy,
+                timeout: Duration::from_millis(cfg.freeze.timeout_ms),
+                max_sleep: Duration::from_millis(100),
+                priority: cfg.guard.priority,
+                cpus: Some(plan.writer_cpus.clone()),
+            };
+            self.freezers.push(Freezer::spawn(
+                Arc::clone(&self.page),
+                plan.request_lanes.iter().map(|r| r.lane).collect(),
+                self.groups[i].group.clone(),
+                ex,
+                bell,
+                fopts,
+            )?);
+        }
+        self.start_blind(&plan)?;
+        Ok(())
+    }
+
+    /// Blind isolation for the groups in mode `blind`, over every online
+    /// CPU, reading the writer's per-CPU slots.
+    fn start_blind(&mut self, plan: &Plan) -> Result<(), DaemonError> {
+        let cfg = &plan.config;
+        let blind: Vec<usize> = (0..plan.groups.len())
+            .filter(|&i| plan.groups[i].mode == Mode::Blind)
+            .collect();
+        if blind.is_empty() {
+            return Ok(());
+        }
+        let slots = self
+            .writer
+            .as_ref()
+            .map(|w| w.slots().clone())
+            .ok_or_else(|| DaemonError::thread("blind isolation", "no LC signal writer"))?;
+        let cpus = elfen_topo::Topology::detect()
+            .map_err(|e| DaemonError::thread("blind isolation", e.to_string()))?
+            .cpus();
+        for i in blind {
+            let ex = Arc::clone(self.executor.as_ref().expect("a hierarchy for blind"));
+            let opts = BlindOptions {
+                buffer_cores: cfg.blind.buffer_cores,
+                grow_hold: Duration::from_micros(cfg.blind.grow_hold_us),
+                poll: Duration::from_micros(cfg.blind.poll_us),
+                priority: cfg.guard.priority,
+                thread_cpus: Some(plan.writer_cpus.clone()),
+            };
+            let group = self.groups[i].group.clone();
+            self.blinds
+                .push(Blind::spawn(slots.clone(), cpus.clone(), group, ex, opts)?);
+        }
+        Ok(())
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The page.
+    pub fn page(&self) -> &Arc<Page> {
+        &self.page
+    }
+
+    /// The writer.
+    pub fn writer(&self) -> Option<&LcWriterHandle> {
+        self.writer.as_ref()
+    }
+
+    /// The guards.
+    pub fn guards(&self) -> &[GuardHandle] {
+        &self.guards
+    }
+
+    /// The batch groups.
+    pub fn groups(&self) -> &[BatchGroup] {
+        &self.groups
+    }
+
+    /// Notices of the writer since the last call.
+    pub fn notices(&self) -> Vec<Notice> {
+        self.notices.try_iter().collect()
+    }
+
+    /// One round of upkeep: heartbeat; SCHED_IDLE for new threads and
+    /// exited commands every `lc.rescan_ms`. Returns what to report; an
+    /// error when a thread of the daemon died (the run must end).
+    pub fn tick(&mut self) -> Result<Vec<String>, DaemonError> {
+        let _ = self.page.beat();
+        let notices = self.notices();
+        self.lc_restarts += notices
+            .iter()
+            .filter(|n| matches!(n, Notice::Restarted { .. }))
+            .count() as u64;
+        let mut out: Vec<String> = notices.iter().map(|n| n.to_string()).collect();
+        self.update_metrics();
+        let now = Instant::now();
+        if now >= self.next_rescan {
+            self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
+            if let Some(ex) = &self.executor {
+                let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+                for g in &mut self.groups {
+                    let n = g.idle_threads(&ex);
+                    if n > 0 {
+                        out.push(format!(
+                            "batch {}: {n} new threads set SCHED_IDLE",
+                            g.plan.name
+                        ));
+                    }
+                }
+            }
+            for g in &mut self.groups {
+                out.extend(g.poll_exit());
+            }
+        }
+        if self.writer.as_ref().is_some_and(|w| !w.is_running()) {
+            let err = self.writer.take().map(LcWriterHandle::stop);
+            return Err(match err {
+                Some(Err(e)) => e,
+                _ => DaemonError::thread("lc writer", "stopped"),
+            });
+        }
+        if self.guards.iter().any(|g| !g.is_running()) {
+            return Err(DaemonError::thread("guard", "a guard thread ended"));
+        }
+        if self.freezers.iter().any(|f| !f.is_running()) {
+            return Err(DaemonError::thread("freezer", "a freezer thread ended"));
+        }
+        if self.blinds.iter().any(|b| !b.is_running()) {
+            return Err(DaemonError::thread("blind isolation", "its thread ended"));
+        }
+        Ok(out)
+    }
+
+    /// The metrics endpoint's address, when it runs.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(DaemonMetrics::addr)
+    }
+
+    fn update_metrics(&self) {
+        let Some(m) = &self.metrics else { return };
+        let guards = self
+            .guards
+            .iter()
+            .map(|g| GuardCounts {
+                lane: g.lane(),
+                cpu: self.page.read_controller(g.lane()).map_or(0, |c| c.cpu),
+                occupations: g.occupations(),
+                occupied_ns: g.occupied_ns(),
+            })
+            .collect();
+        let (events, reconciled) = self.writer.as_ref().map_or((0, 0), |w| {
+            let s = w.stats();
+            (s.events.load(Relaxed), s.reconciled.load(Relaxed))
+        });
+        let repaired = self.recovered.actions.len() as u64;
+        let restarts = self.lc_restarts;
+        let cpuset_changes = self.blinds.iter().map(BlindHandle::cpuset_changes).sum();
+        m.update(|s| {
+            s.cpuset_changes = cpuset_changes;
+            s.guards = guards;
+            s.writer_events = events;
+            s.writer_reconciled = reconciled;
+            s.lc_restarts = restarts;
+            s.repaired = repaired;
+        });
+    }
+
+    /// Gives everything back: thaws (freezers), ends the LC lines' open
+    /// requests (writer), stops guards, stops commands and restores
+    /// scheduling classes, restores every recorded cgroup value and
+    /// removes the groups it created, removes the page.
+    pub fn shutdown(mut self) -> ShutdownReport {
+        // A deliberate stop: instrumented programs still attached to the
+        // page (it is unlinked, they keep their mapping) must not pause for
+        // good on the heartbeat that stops now — borrowing is off, batch
+        // runs unmanaged. (A crash leaves the bound set: they pause, the
+        // safe side, until a new daemon beats on a page they attach to.)
+        let _ = self.page.set_heartbeat_stale(0);
+        let _ = self.page.set_control(elfen_shm::KillMode::Unmanaged);
+        let mut r = ShutdownReport {
+            freezers: self.freezers.drain(..).map(FreezerHandle::stop).collect(),
+            blind: self.blinds.drain(..).map(BlindHandle::stop).collect(),
+            ..ShutdownReport::default()
+        };
+        match self.writer.take().map(LcWriterHandle::stop) {
+            Some(Ok(w)) => r.writer = Some(w),
+            Some(Err(e)) => r.writer_error = Some(e.to_string()),
+            None => {}
+        }
+        r.guards = self.guards.drain(..).map(GuardHandle::stop).collect();
+        for g in &mut self.groups {
+            r.groups.extend(g.stop(Duration::from_secs(2)));
+        }
+        self.groups.clear();
+        if let Some(ex) = &self.executor {
+            r.restored = ex.lock().unwrap_or_else(|p| p.into_inner()).restore_all();
+        }
+        r
+    }
+}
+
+/// `elfen daemon`: applies `plan`, keeps it until `stop` is set (the
+/// SIGTERM/SIGINT flag), gives everything back. Errors after start are
+/// returned after the give-back.
+pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError> {
+    for n in &plan.notes {
+        log(n);
+    }
+    log(format!("starting\n{}", plan.describe().trim_end()));
+    let every = Duration::from_millis(plan.config.heartbeat_ms);
+    let mut d = Daemon::start(plan)?;
+    if d.recovered.is_empty() {
+        log("nothing to repair from an earlier run");
+    } else {
+        log(format!(
+            "repaired what an earlier daemon left:\n{}",
+            d.recovered.to_string().trim_end()
+        ));
+    }
+    if let Some(w) = d.writer() {
+        log(format!("LC signal writer: {}", w.source()));
+    }
+    for g in d.guards() {
+        log(format!("guard: {}", g.describe()));
+    }
+    if let Some(a) = d.metrics_addr() {
+        log(format!("metrics at http://{a}/metrics"));
+    }
+    log("running (SIGTERM or SIGINT to stop and restore)");
+    let mut failure = None;
+    while !stop.load(Relaxed) {
+        match d.tick() {
+            Ok(msgs) => msgs.into_iter().for_each(log),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+        std::thread::sleep(every);
+    }
+    for m in d.tick().unwrap_or_default() {
+        log(m);
+    }
+    log("stopping: restoring what was changed");
+    let report = d.shutdown();
+    log(report.to_string().trim_end());
+    match failure {
+        Some(e) => Err(e),
+        None if !report.restored.is_clean() => Err(DaemonError::thread(
+            "restore",
+            format!(
+                "some values could not be restored (kept in the state file for the next start): {}",
+                report.restored.failures.join("; ")
+            ),
+        )),
+        None => Ok(report),
+    }
+}

@@ -1,0 +1,346 @@
+//! **Freeze mode**: a batch group is frozen (v2 `cgroup.freeze` / v1
+//! freezer) while the policy says nap and thawed while it says run.
+//!
+//! A freezer thread keeps one `elfen_policy::Policy` per request lane the
+//! group borrows from — the pure policy code the runtime's slow path runs —
+//! and steps it on an observation of that lane's LC line (busy, queue
+//! length, begin sequence, page clock) whenever the writer rings its
+//! [`Bell`]. The group is frozen while any lane's policy says nap, or the
+//! page's kill switch is set. While a budget policy co-runs the thread
+//! sleeps exactly until the budget runs out (the policy state's start +
+//! the budget).
+//!
+//! Coarse: a freeze takes tens (v2) to hundreds (v1) of microseconds of
+//! kernel work and is asynchronous; each freeze and thaw is timed and
+//! reported. Every freeze goes through the executor, so a group the daemon
+//! did not create has its original state recorded and a restart after a
+//! SIGKILL thaws it.
+
+use crate::bell::Bell;
+use crate::error::DaemonError;
+use crate::guard::{LatencySummary, latency_histogram};
+use elfen_cgroup::{Executor, FreezerState, Group, Knob};
+use elfen_cmd::proc::{SchedClass, set_sched};
+use elfen_policy::{Decision, Observation, Policy, PolicyConfig};
+use elfen_shm::{Page, state};
+use serde::Serialize;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How a freezer runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreezeOptions {
+    /// The policy (as on the page's lanes).
+    pub policy: PolicyConfig,
+    /// A freeze not done after this long is counted late (the request stays).
+    pub timeout: Duration,
+    /// The longest sleep (how soon a kill switch or a stop is noticed).
+    pub max_sleep: Duration,
+    /// SCHED_FIFO priority of the thread (0 = SCHED_OTHER).
+    pub priority: u8,
+    /// CPUs the thread may run on (`None`: unchanged).
+    pub cpus: Option<Vec<u32>>,
+}
+
+/// What a stopped freezer reports.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct FreezeReport {
+    /// The group.
+    pub group: String,
+    /// Freezes requested.
+    pub freezes: u64,
+    /// Thaws.
+    pub thaws: u64,
+    /// Freezes that took longer than the timeout.
+    pub late: u64,
+    /// Write of the request → the group reads frozen.
+    pub freeze: LatencySummary,
+    /// The thaw write.
+    pub thaw: LatencySummary,
+    /// From the switch that made a request lane busy to the group frozen.
+    pub step_aside: LatencySummary,
+    /// Errors met (the thread keeps going; the first few are kept).
+    pub errors: Vec<String>,
+}
+
+/// A running freezer.
+#[derive(Debug)]
+pub struct FreezerHandle {
+    stop: Arc<AtomicBool>,
+    bell: Arc<Bell>,
+    thread: Option<JoinHandle<FreezeReport>>,
+}
+
+/// A freezer thread (see the module docs).
+#[derive(Debug)]
+pub struct Freezer;
+
+impl Freezer {
+    /// Starts the freezer of `group`, deciding from request lanes `lanes`
+    /// of `page`, woken by `bell` (rung for every one of those lanes).
+    pub fn spawn(
+        page: Arc<Page>,
+        lanes: Vec<u32>,
+        group: Group,
+        executor: Arc<Mutex<Executor>>,
+        bell: Arc<Bell>,
+        opts: FreezeOptions,
+    ) -> Result<FreezerHandle, DaemonError> {
+        for &l in &lanes {
+            page.lc(l)?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, b2) = (Arc::clone(&stop), Arc::clone(&bell));
+        let (tx, rx) = channel::<Result<(), DaemonError>>();
+        let thread = std::thread::Builder::new()
+            .name("elfen-freezer".into())
+            .spawn(move || {
+                let setup = (|| {
+                    if let Some(c) = &opts.cpus {
+                        elfen_topo::set_current_affinity(c)
+                            .map_err(|e| DaemonError::thread("freezer", e.to_string()))?;
+                    }
+                    if opts.priority > 0 {
+                        set_sched(0, SchedClass::Fifo(opts.priority))
+                            .map_err(|e| DaemonError::os("setting the freezer to SCHED_FIFO", e))?;
+                    }
+                    Policy::new(opts.policy)
+                        .map_err(|e| DaemonError::thread("freezer", e.to_string()))
+                })();
+                match setup {
+                    Ok(p) => {
+                        let _ = tx.send(Ok(()));
+                        let mut f = State::new(page, lanes, group, executor, p, opts);
+                        f.run(&b2, &s2)
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        FreezeReport::default()
+                    }
+                }
+            })
+            .map_err(|e| DaemonError::os("starting the freezer thread", e))?;
+        match rx.recv() {
+            Ok(Ok(())) => Ok(FreezerHandle {
+                stop,
+                bell,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(DaemonError::thread("freezer", "ended before it started"))
+            }
+        }
+    }
+}
+
+impl FreezerHandle {
+    /// Stops the freezer (thawing the group) and returns its report.
+    pub fn stop(mut self) -> FreezeReport {
+        self.stop.store(true, Relaxed);
+        self.bell.ring();
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+
+    /// Whether the thread still runs.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+impl Drop for FreezerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        self.bell.ring();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The freezer thread's state.
+struct State {
+    page: Arc<Page>,
+    lanes: Vec<u32>,
+    policies: Vec<Policy>,
+    group: Group,
+    executor: Arc<Mutex<Executor>>,
+    opts: FreezeOptions,
+    frozen: bool,
+    /// A freeze requested and not yet seen done: when, and the busy edge.
+    pending: Option<(Instant, u64)>,
+    report: FreezeReport,
+    freeze_h: hdrhistogram::Histogram<u64>,
+    thaw_h: hdrhistogram::Histogram<u64>,
+    step_h: hdrhistogram::Histogram<u64>,
+}
+
+impl State {
+    fn new(
+        page: Arc<Page>,
+        lanes: Vec<u32>,
+        group: Group,
+        executor: Arc<Mutex<Executor>>,
+        policy: Policy,
+        opts: FreezeOptions,
+    ) -> State {
+        State {
+            policies: vec![policy; lanes.len()],
+            report: FreezeReport {
+                group: group.path().to_string(),
+                ..FreezeReport::default()
+            },
+            page,
+            lanes,
+            group,
+            executor,
+            opts,
+            frozen: false,
+            pending: None,
+            freeze_h: latency_histogram(),
+            thaw_h: latency_histogram(),
+            step_h: latency_histogram(),
+        }
+    }
+
+    /// Steps every lane's policy; returns whether the group must be frozen
+    /// and how long the decision holds without a signal changing.
+    fn decide(&mut self) -> (bool, Duration) {
+        let clock = self.page.clock();
+        let now_ns = clock.ticks_to_ns(clock.now());
+        let mut nap = self.page.killed();
+        let mut hold = self.opts.max_sleep;
+        if !nap && self.page.unmanaged() {
+            // the kill switch's "unmanaged" mode: borrowing off, batch runs
+            return (false, hold);
+        }
+        for (i, &lane) in self.lanes.iter().enumerate() {
+            let Ok(lc) = self.page.lc(lane) else { continue };
+            let s = lc.state.load(Acquire);
+            let obs = Observation {
+                lc_busy: state::busy(s),
+                queue_len: state::queue_len(s),
+                running_request: u64::from(state::seq(s)),
+                now_ns,
+                lc_ipc: None,
+            };
+            let p = &mut self.policies[i];
+            if p.step(&obs) == Decision::Nap {
+                nap = true;
+            }
+            if p.time_sensitive() {
+                let end = p
+                    .state()
+                    .start_ns
+                    .saturating_add(p.config().effective_budget_ns(None));
+                hold = hold.min(Duration::from_nanos(end.saturating_sub(now_ns).max(1)));
+            }
+        }
+        (nap, hold)
+    }
+
+    fn run(&mut self, bell: &Bell, stop: &AtomicBool) -> FreezeReport {
+        let mut sleep = Duration::ZERO;
+        loop {
+            bell.wait(sleep);
+            if stop.load(Relaxed) {
+                break;
+            }
+            self.check_pending();
+            let (nap, hold) = self.decide();
+            if nap != self.frozen {
+                self.set_frozen(nap, bell.busy_event_ns());
+            }
+            sleep = match self.pending {
+                // poll the freezer at a quarter of the time waited so far
+                Some((t0, _)) => hold.min((t0.elapsed() / 4).max(Duration::from_micros(50))),
+                None => hold,
+            };
+        }
+        if self.frozen {
+            self.set_frozen(false, 0);
+        }
+        let mut r = std::mem::take(&mut self.report);
+        r.freeze = LatencySummary::of(&self.freeze_h);
+        r.thaw = LatencySummary::of(&self.thaw_h);
+        r.step_aside = LatencySummary::of(&self.step_h);
+        r
+    }
+
+    /// A freeze in progress: is the group frozen now (record how long it
+    /// took), or late?
+    fn check_pending(&mut self) {
+        let Some((t0, edge_ns)) = self.pending else {
+            return;
+        };
+        let state = self
+            .executor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .freezer_state(&self.group);
+        match state {
+            Ok(FreezerState::Frozen) => {
+                let _ = self.freeze_h.record(t0.elapsed().as_nanos().max(1) as u64);
+                let now = elfen_shm::clock::monotonic_ns();
+                if edge_ns > 0 && now > edge_ns {
+                    let _ = self.step_h.record(now - edge_ns);
+                }
+                self.pending = None;
+            }
+            Ok(_) if t0.elapsed() > self.opts.timeout => {
+                self.report.late += 1;
+                self.pending = None;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.error(format!("reading the freezer state: {e}"));
+                self.pending = None;
+            }
+        }
+    }
+
+    /// Requests a freeze (its completion is polled by `check_pending`,
+    /// sleeping in between: a freezing task must run to stop, and this
+    /// thread may share its CPU) or thaws.
+    fn set_frozen(&mut self, frozen: bool, edge_ns: u64) {
+        let executor = Arc::clone(&self.executor);
+        let mut ex = executor.lock().unwrap_or_else(|p| p.into_inner());
+        let t0 = Instant::now();
+        if frozen {
+            self.report.freezes += 1;
+            match ex.set(&self.group, Knob::Frozen(true)) {
+                Ok(_) => self.pending = Some((t0, edge_ns)),
+                Err(e) => self.error(format!("freeze: {e}")),
+            }
+            self.frozen = true;
+        } else {
+            self.report.thaws += 1;
+            self.pending = None;
+            match ex.thaw(&self.group) {
+                Ok(_) => {
+                    let _ = self.thaw_h.record(t0.elapsed().as_nanos().max(1) as u64);
+                    self.frozen = false;
+                }
+                Err(e) => self.error(format!("thaw: {e}")),
+            }
+        }
+    }
+
+    fn error(&mut self, e: String) {
+        if self.report.errors.len() < 8 {
+            eprintln!("elfen daemon: freezer of {}: {e}", self.report.group);
+            self.report.errors.push(e);
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! **Guards**: user-space lane reservation for batch programs nobody can
+//! rebuild.
+//!
+//! A guard is a thread of the daemon attached to one batch lane as an
+//! ordinary `BatchThread` (pinned to the lane's CPU) whose nap backend is
+//! **spin**, running at SCHED_FIFO. The batch processes of the lane run
+//! SCHED_IDLE (or in a `cpu.idle` group) and are confined to the batch
+//! lanes. So:
+//!
+//! - while the policy says *nap* (borrow idle: the request lane is busy;
+//!   a budget policy: the budget is spent), the guard's nap spins — it
+//!   occupies the lane and the batch processes there are preempted;
+//! - while the policy says *run*, the guard sleeps on its [`Bell`] and
+//!   the batch processes have the lane.
+//!
+//! The decision is the runtime's slow path with the policy of the lane's
+//! controller line — the same code that makes an instrumented batch thread
+//! nap — including controller rewrites. The kill switch is the guard's own
+//! test: while `KILL` is set it holds the lane (batch paused) until the
+//! switch clears, noticed at its next wake-up (a busy edge, or `max_sleep`).
+//!
+//! The loop: sleep on the bell until the writer rings it (each write of
+//! the partner request lane's LC line) → if the lane is busy, `check()`
+//! (which spins until the policy says run) → sleep again. While a budget
+//! policy co-runs, every check is a slow path and the budget runs out with
+//! time alone, so the guard sleeps only until the budget should expire:
+//! the LC line's `busy_since` + the budget (then `recheck`), and checks.
+
+use crate::bell::Bell;
+use crate::error::DaemonError;
+use elfen_cmd::proc::{SchedClass, gettid, set_sched};
+use elfen_runtime::{BatchOptions, BatchStats, BatchThread, NapChoice};
+use elfen_shm::{Page, state};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::mpsc::channel;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How a guard runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardOptions {
+    /// SCHED_FIFO priority (1..=99).
+    pub priority: u8,
+    /// While co-running on a budget, the sleep after the expected expiry
+    /// before checking again (`None`: budget / 8, at least 20 µs).
+    pub recheck: Option<Duration>,
+    /// The longest sleep (how soon a kill switch or a stop is noticed).
+    pub max_sleep: Duration,
+}
+
+impl Default for GuardOptions {
+    fn default() -> Self {
+        GuardOptions {
+            priority: crate::config::DEFAULT_GUARD_PRIORITY,
+            recheck: None,
+            max_sleep: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Latency percentiles, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+pub struct LatencySummary {
+    /// Samples.
+    pub samples: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Largest.
+    pub max_ns: u64,
+}
+
+impl LatencySummary {
+    /// The summary of a histogram.
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            samples: h.len(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+            max_ns: h.max(),
+        }
+    }
+}
+
+impl std::fmt::Display for LatencySummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.samples == 0 {
+            return f.write_str("no samples");
+        }
+        write!(
+            f,
+            "p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs ({} samples)",
+            self.p50_ns as f64 / 1e3,
+            self.p99_ns as f64 / 1e3,
+            self.max_ns as f64 / 1e3,
+            self.samples
+        )
+    }
+}
+
+/// A histogram of 1 ns .. 10 s with 3 significant digits.
+pub(crate) fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds")
+}
+
+/// What a stopped guard reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct GuardReport {
+    /// The batch lane.
+    pub lane: u32,
+    /// Its CPU.
+    pub cpu: u32,
+    /// Times the guard occupied the lane (naps of its batch thread).
+    pub occupations: u64,
+    /// Time spent occupying, ns.
+    pub occupied_ns: u64,
+    /// Wake-ups of the guard.
+    pub wakes: u64,
+    /// From the context switch that made the request lane busy (the
+    /// signal source's event time) to the guard running on the batch lane
+    /// about to occupy it: the batch threads are off the lane by then.
+    pub step_aside: LatencySummary,
+    /// The batch thread's own accounting.
+    #[serde(skip)]
+    pub stats: BatchStats,
+}
+
+/// A running guard.
+#[derive(Debug)]
+pub struct GuardHandle {
+    stop: Arc<AtomicBool>,
+    bell: Arc<Bell>,
+    thread: Option<JoinHandle<GuardReport>>,
+    tid: u32,
+    lane: u32,
+    describe: String,
+    occupations: Arc<AtomicU64>,
+    occupied_ns: Arc<AtomicU64>,
+}
+
+/// A guard thread (see the module docs).
+#[derive(Debug)]
+pub struct Guard;
+
+impl Guard {
+    /// Starts the guard of batch lane `lane` of `page`, woken by `bell`
+    /// (which the writer rings for the partner request lane). Returns once
+    /// it is attached, pinned and at SCHED_FIFO, or why it could not be.
+    pub fn spawn(
+        page: Arc<Page>,
+        lane: u32,
+        bell: Arc<Bell>,
+        opts: GuardOptions,
+    ) -> Result<GuardHandle, DaemonError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let occupations = Arc::new(AtomicU64::new(0));
+        let occupied_ns = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = channel::<Result<(u32, String), DaemonError>>();
+        let (s2, b2) = (Arc::clone(&stop), Arc::clone(&bell));
+        let counters = (Arc::clone(&occupations), Arc::clone(&occupied_ns));
+        let thread = std::thread::Builder::new()
+            .name(format!("elfen-guard-{lane}"))
+            .spawn(move || {
+                let mut bt = match attach(page, lane, opts) {
+                    Ok(bt) => bt,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return GuardReport::default();
+                    }
+                };
+                let _ = tx.send(Ok((gettid(), bt.describe())));
+                run(&mut bt, &b2, opts, &s2, &counters)
+            })
+            .map_err(|e| DaemonError::os("starting a guard thread", e))?;
+        match rx.recv() {
+            Ok(Ok((tid, describe))) => Ok(GuardHandle {
+                stop,
+                bell,
+                thread: Some(thread),
+                tid,
+                lane,
+                describe,
+                occupations,
+                occupied_ns,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(DaemonError::thread(
+                    format!("guard lane {lane}"),
+                    "ended before it started",
+                ))
+            }
+        }
+    }
+}
+
+fn attach(page: Arc<Page>, lane: u32, opts: GuardOptions) -> Result<BatchThread, DaemonError> {
+    let bt = BatchThread::attach(page, lane, BatchOptions::default().nap(NapChoice::Spin))?;
+    set_sched(0, SchedClass::Fifo(opts.priority)).map_err(|e| {
+        DaemonError::os(
+            format!(
+                "setting the guard of lane {lane} to SCHED_FIFO {}",
+                opts.priority
+            ),
+            e,
+        )
+    })?;
+    Ok(bt)
+}
+
+/// How long to sleep while co-running on a budget: until the budget of
+/// the busy period that began at the LC line's `busy_since` runs out, or
+/// `recheck` past it.
+fn budget_sleep(bt: &BatchThread, opts: &GuardOptions) -> Duration {
+    let budget_ns = bt.policy().budget_ns.max(1);
+    let recheck = opts
+        .recheck
+        .unwrap_or(Duration::from_nanos(budget_ns / 8))
+        .max(Duration::from_micros(20));
+    let page = bt.page();
+    let clock = page.clock();
+    let Ok(lc) = page.lc(bt.request_lane()) else {
+        return recheck;
+    };
+    let since = lc.busy_since.load(Relaxed);
+    let now = clock.now();
+    let deadline = since.saturating_add(clock.ns_to_ticks(budget_ns));
+    let left = Duration::from_nanos(clock.ticks_to_ns(deadline.saturating_sub(now)));
+    if left.is_zero() { recheck } else { left }.min(opts.max_sleep)
+}
+
+fn run(
+    bt: &mut BatchThread,
+    bell: &Bell,
+    opts: GuardOptions,
+    stop: &AtomicBool,
+    (occupations, occupied_ns): &(Arc<AtomicU64>, Arc<AtomicU64>),
+) -> GuardReport {
+    let mut hist = latency_histogram();
+    let mut wakes = 0u64;
+    let watch = bt.watch_word();
+    let page = Arc::clone(bt.page());
+    // SAFETY: the word lives in bt's page mapping, alive as long as bt.
+    let word = unsafe { &*watch };
+    let mut sleep = opts.max_sleep;
+    let mut killed_ns = 0u64;
+    loop {
+        bell.wait(sleep);
+        wakes += 1;
+        if stop.load(Relaxed) {
+            break;
+        }
+        if page.killed() {
+            // The kill switch: batch paused. The check's fast path never
+            // reads the control word, so the guard holds the lane itself
+            // until the switch clears (or the daemon stops).
+            let t0 = elfen_shm::clock::monotonic_ns();
+            occupations.fetch_add(1, Relaxed);
+            while page.killed() && !stop.load(Relaxed) {
+                std::hint::spin_loop();
+            }
+            killed_ns += elfen_shm::clock::monotonic_ns() - t0;
+            occupied_ns.store(bt.stats().nap_ns + killed_ns, Relaxed);
+            continue;
+        }
+        let s = word.load(Acquire);
+        let co_running = bt.expected() == state::NEVER;
+        sleep = opts.max_sleep;
+        if !(state::busy(s) || co_running) {
+            continue;
+        }
+        let woke_ns = elfen_shm::clock::monotonic_ns();
+        let naps = bt.stats().naps;
+        bt.check();
+        let after = bt.stats();
+        if after.naps > naps {
+            occupations.fetch_add(1, Relaxed);
+            occupied_ns.store(after.nap_ns + killed_ns, Relaxed);
+            let edge = bell.busy_event_ns();
+            // a step-aside: woken by the busy edge, not by a budget's end
+            if state::busy(s) && !co_running && edge > 0 && woke_ns >= edge {
+                let _ = hist.record((woke_ns - edge).max(1));
+            }
+        }
+        if state::busy(word.load(Acquire)) && bt.expected() == state::NEVER {
+            sleep = budget_sleep(bt, &opts);
+        }
+    }
+    let stats = bt.stats();
+    GuardReport {
+        lane: bt.lane(),
+        cpu: bt.cpu(),
+        occupations: stats.naps,
+        occupied_ns: stats.nap_ns,
+        wakes,
+        step_aside: LatencySummary::of(&hist),
+        stats,
+    }
+}
+
+impl GuardHandle {
+    /// The guard thread's id.
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+
+    /// The batch thread's description (lanes, policy, nap).
+    pub fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    /// Its batch lane.
+    pub fn lane(&self) -> u32 {
+        self.lane
+    }
+
+    /// Occupations so far.
+    pub fn occupations(&self) -> u64 {
+        self.occupations.load(Relaxed)
+    }
+
+    /// Time spent occupying the lane so far, ns (updated after each
+    /// occupation ends).
+    pub fn occupied_ns(&self) -> u64 {
+        self.occupied_ns.load(Relaxed)
+    }
+
+    /// Whether the thread still runs.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the guard and returns its report. A guard occupying the lane
+    /// stops when the request lane's LC line goes idle: stop the writer
+    /// first (its LC lines end their requests when it stops).
+    pub fn stop(mut self) -> GuardReport {
+        self.stop.store(true, Relaxed);
+        self.bell.ring();
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for GuardHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        self.bell.ring();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

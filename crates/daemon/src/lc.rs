@@ -1,0 +1,484 @@
+//! **LC discovery**: which processes are the LC service now — by pid, by
+//! cgroup or by command name — kept watched by the signal source as the
+//! service exits and starts again.
+//!
+//! - [`LcTarget::Pid`]: that process; when it exits, a process with its
+//!   command name is looked for (a restart by a service manager).
+//! - [`LcTarget::Cgroup`]: a cgroup v2 directory is watched by id in the
+//!   kernel (every process in it, from its first context switch, restarts
+//!   included); a v1 directory by its `cgroup.procs`, re-read.
+//! - [`LcTarget::Comm`]: every process whose `comm` or `argv[0]` base name
+//!   matches.
+//!
+//! [`Discovery::tick`] runs on the writer thread between signal events:
+//! a liveness check of the watched processes every `liveness`, a new look
+//! every `rescan` (every `lost_rescan` while none is found). A look at
+//! `/proc` reads the `comm` / `cmdline` only of processes not seen before.
+
+use elfen_bpf::Source;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// `statfs` magic of cgroup v2 file systems.
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// The LC service to protect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LcTarget {
+    /// A process id (then its command name after a restart).
+    Pid(u32),
+    /// A cgroup directory (absolute).
+    Cgroup(PathBuf),
+    /// A command name (`comm` or the base name of `argv[0]`).
+    Comm(String),
+}
+
+impl std::fmt::Display for LcTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LcTarget::Pid(p) => write!(f, "pid {p}"),
+            LcTarget::Cgroup(d) => write!(f, "cgroup {}", d.display()),
+            LcTarget::Comm(c) => write!(f, "command {c:?}"),
+        }
+    }
+}
+
+/// How often discovery looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscoveryOptions {
+    /// Liveness check of the watched processes.
+    pub liveness: Duration,
+    /// A new look for processes (new ones of a comm or a v1 cgroup).
+    pub rescan: Duration,
+    /// A new look while no LC process is found.
+    pub lost_rescan: Duration,
+}
+
+impl Default for DiscoveryOptions {
+    fn default() -> Self {
+        DiscoveryOptions {
+            liveness: Duration::from_millis(100),
+            rescan: Duration::from_secs(1),
+            lost_rescan: Duration::from_millis(10),
+        }
+    }
+}
+
+/// What discovery tells the operator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// LC processes found (the first time).
+    Found {
+        /// Their pids.
+        pids: Vec<u32>,
+    },
+    /// No LC process runs now (it is looked for every `lost_rescan`).
+    Waiting {
+        /// What is looked for.
+        target: String,
+    },
+    /// The watched LC processes are gone.
+    Lost {
+        /// The pids that exited.
+        pids: Vec<u32>,
+    },
+    /// The LC service runs again under new pids.
+    Restarted {
+        /// The pids that exited.
+        from: Vec<u32>,
+        /// The new pids.
+        to: Vec<u32>,
+        /// From the new process's start (`/proc` start time, clock-tick
+        /// resolution) until it was watched, ms; `None` when the kernel
+        /// watched it from its first switch (a v2 cgroup).
+        unprotected_ms: Option<f64>,
+        /// From noticing the old processes gone until the new one was
+        /// found, ms.
+        absent_ms: f64,
+    },
+    /// A problem that does not stop the daemon.
+    Warning(String),
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        match self {
+            Notice::Found { pids } => write!(f, "LC service found: pid {}", list(pids)),
+            Notice::Waiting { target } => {
+                write!(f, "LC service ({target}) is not running; waiting for it")
+            }
+            Notice::Lost { pids } => write!(f, "LC service exited (pid {})", list(pids)),
+            Notice::Restarted {
+                from,
+                to,
+                unprotected_ms,
+                absent_ms,
+            } => {
+                write!(
+                    f,
+                    "LC service restarted (pid {} → {}), ",
+                    list(from),
+                    list(to)
+                )?;
+                match unprotected_ms {
+                    Some(ms) => write!(f, "unprotected for {ms:.0} ms")?,
+                    None => write!(f, "unprotected for 0 ms (watched by cgroup in the kernel)")?,
+                }
+                write!(f, "; no LC process for {absent_ms:.0} ms")
+            }
+            Notice::Warning(w) => write!(f, "warning: {w}"),
+        }
+    }
+}
+
+/// Whether `dir` is on a cgroup v2 file system.
+pub fn is_cgroup2(dir: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: a zeroed statfs buffer and a NUL-terminated path.
+    unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == CGROUP2_SUPER_MAGIC
+    }
+}
+
+/// `/proc/<pid>/comm`, trimmed.
+pub fn comm_of(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_string())
+}
+
+/// The base name of `argv[0]` of `pid` (empty for kernel threads).
+fn argv0_of(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let first = raw.split(|&b| b == 0).next()?;
+    let s = String::from_utf8_lossy(first);
+    let base = s.rsplit('/').next()?.to_string();
+    (!base.is_empty()).then_some(base)
+}
+
+/// Whether process `pid` goes by `name` (`comm`, which the kernel cuts at
+/// 15 bytes, or the base name of `argv[0]`).
+pub fn matches_name(pid: u32, name: &str) -> bool {
+    let Some(comm) = comm_of(pid) else {
+        return false;
+    };
+    let short: String = name.chars().take(15).collect();
+    if comm == name || (name.len() > 15 && comm == short) {
+        return name.len() <= 15 || argv0_of(pid).is_some_and(|a| a == name);
+    }
+    argv0_of(pid).is_some_and(|a| a == name)
+}
+
+/// Process ids in `/proc`, sorted.
+fn proc_pids() -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// Every process (other than this one) going by `name`.
+pub fn find_by_name(name: &str) -> Vec<u32> {
+    let me = std::process::id();
+    proc_pids()
+        .into_iter()
+        .filter(|&p| p != me && matches_name(p, name))
+        .collect()
+}
+
+/// Milliseconds since process `pid` started (`/proc/<pid>/stat` field 22,
+/// clock ticks since boot, against `CLOCK_BOOTTIME`).
+fn age_ms(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = s.rsplit_once(')')?.1;
+    // field 3 is the first after the name: starttime (22) is index 19
+    let start: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let start_ms = start as f64 * 1000.0 / elfen_cmd::proc::ticks_per_s();
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    let now_ms = ts.tv_sec as f64 * 1000.0 + ts.tv_nsec as f64 / 1e6;
+    Some((now_ms - start_ms).max(0.0))
+}
+
+/// The LC processes, tracked for one [`Source`].
+#[derive(Debug)]
+pub struct Discovery {
+    target: LcTarget,
+    opts: DiscoveryOptions,
+    /// The name to look for (comm targets; a pid target's after it exits).
+    name: Option<String>,
+    /// A v2 cgroup watched by id (its id): the kernel follows its processes.
+    by_cgroup_id: bool,
+    cgroup_id: u64,
+    /// Processes watched through the source (or, by cgroup id, seen in it).
+    watched: BTreeSet<u32>,
+    /// Processes seen and found not to match (comm targets), by pid, with
+    /// when: while no LC process is found, re-read after `4 × lost_rescan`
+    /// (a process may exec and so
+    /// change its name after it was first seen).
+    not_lc: BTreeMap<u32, Instant>,
+    /// Since when no LC process runs, and which exited.
+    lost: Option<(Instant, Vec<u32>)>,
+    found_once: bool,
+    next_liveness: Instant,
+    next_rescan: Instant,
+}
+
+impl Discovery {
+    /// Starts watching `target` through `src`: the processes found now,
+    /// or a cgroup by id. Returns the notices to report.
+    pub fn start(
+        target: LcTarget,
+        opts: DiscoveryOptions,
+        src: &mut Source,
+    ) -> Result<(Discovery, Vec<Notice>), crate::DaemonError> {
+        let now = Instant::now();
+        let mut d = Discovery {
+            name: match &target {
+                LcTarget::Comm(c) => Some(c.clone()),
+                LcTarget::Pid(p) => comm_of(*p),
+                LcTarget::Cgroup(_) => None,
+            },
+            by_cgroup_id: false,
+            cgroup_id: 0,
+            target,
+            opts,
+            watched: BTreeSet::new(),
+            not_lc: BTreeMap::new(),
+            lost: None,
+            found_once: false,
+            next_liveness: now + opts.liveness,
+            next_rescan: now + opts.rescan,
+        };
+        let mut notes = Vec::new();
+        match d.target.clone() {
+            LcTarget::Pid(p) => {
+                src.watch_tgid(p)?;
+                d.watched.insert(p);
+            }
+            LcTarget::Cgroup(dir) if is_cgroup2(&dir) => {
+                d.cgroup_id = src.watch_cgroup_path(&dir)?;
+                d.by_cgroup_id = true;
+                d.watched = elfen_bpf::proc::cgroup_procs(&dir).into_iter().collect();
+            }
+            LcTarget::Cgroup(_) | LcTarget::Comm(_) => {
+                d.rescan(src, &mut notes);
+            }
+        }
+        if d.watched.is_empty() {
+            d.lost = Some((now, Vec::new()));
+            d.next_liveness = now + opts.lost_rescan;
+            notes.push(Notice::Waiting {
+                target: d.target.to_string(),
+            });
+        } else {
+            d.found_once = true;
+            notes.push(Notice::Found { pids: d.pids() });
+        }
+        Ok((d, notes))
+    }
+
+    /// The LC processes watched now.
+    pub fn pids(&self) -> Vec<u32> {
+        self.watched.iter().copied().collect()
+    }
+
+    /// Whether the task a slot shows running is LC. The slot's own LC flag
+    /// is decided at each context switch; a process watched while it runs
+    /// is flagged only from its next switch, so the writer also asks this.
+    pub fn runs_lc(&self, s: &elfen_bpf::SlotSnapshot) -> bool {
+        s.valid()
+            && s.tid != 0
+            && (self.watched.contains(&s.tgid)
+                || (self.by_cgroup_id && s.cgroup_id != 0 && s.cgroup_id == self.cgroup_id))
+    }
+
+    /// Whether no LC process is known to run.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_some()
+    }
+
+    /// How long until [`Discovery::tick`] has something to do.
+    pub fn until_next(&self, now: Instant) -> Duration {
+        self.next_liveness
+            .min(self.next_rescan)
+            .saturating_duration_since(now)
+    }
+
+    /// Does what is due at `now`: a liveness check every `liveness`; a look
+    /// for processes every `rescan`, and every `lost_rescan` while none is
+    /// found. Pushes what to report into `out`.
+    pub fn tick(&mut self, src: &mut Source, now: Instant, out: &mut Vec<Notice>) {
+        let rescan_due = now >= self.next_rescan;
+        let look_due = now >= self.next_liveness;
+        if !rescan_due && !look_due {
+            return;
+        }
+        if look_due {
+            self.check_alive(src, now, out);
+        }
+        if rescan_due {
+            self.next_rescan = now + self.opts.rescan;
+        }
+        // A pid target is that process: others with its name are looked
+        // for only once it is gone (a restart).
+        let looks_for_more = !matches!(self.target, LcTarget::Pid(_));
+        if (rescan_due && looks_for_more) || self.lost.is_some() {
+            let before = self.watched.len();
+            self.rescan(src, out);
+            if self.watched.len() > before {
+                self.on_found(now, out);
+            }
+        }
+        self.next_liveness = now
+            + if self.lost.is_some() {
+                self.opts.lost_rescan
+            } else {
+                self.opts.liveness
+            };
+    }
+
+    /// Drops watched processes that exited.
+    fn check_alive(&mut self, src: &mut Source, now: Instant, out: &mut Vec<Notice>) {
+        if self.by_cgroup_id {
+            return; // the rescan reads the group's procs
+        }
+        let dead: Vec<u32> = self
+            .watched
+            .iter()
+            .copied()
+            .filter(|&p| !elfen_shm::pid_alive(p))
+            .collect();
+        if dead.is_empty() {
+            return;
+        }
+        for p in &dead {
+            self.watched.remove(p);
+            if let Err(e) = src.unwatch_tgid(*p) {
+                out.push(Notice::Warning(format!("unwatching pid {p}: {e}")));
+            }
+        }
+        if self.watched.is_empty() {
+            out.push(Notice::Lost { pids: dead.clone() });
+            self.lost = Some((now, dead));
+        }
+    }
+
+    /// Looks for LC processes not yet watched.
+    fn rescan(&mut self, src: &mut Source, out: &mut Vec<Notice>) {
+        let candidates: Vec<u32> = match &self.target {
+            LcTarget::Cgroup(dir) => elfen_bpf::proc::cgroup_procs(dir),
+            LcTarget::Pid(_) | LcTarget::Comm(_) => {
+                let Some(name) = self.name.clone() else {
+                    return;
+                };
+                let me = std::process::id();
+                let now = Instant::now();
+                // While none is found, a process seen under another name is
+                // read again after a while (it may exec into the service);
+                // otherwise only new processes are read.
+                let ttl = if self.lost.is_some() {
+                    (self.opts.lost_rescan * 4).max(Duration::from_millis(20))
+                } else {
+                    Duration::MAX
+                };
+                let pids = proc_pids();
+                self.not_lc.retain(|p, _| pids.binary_search(p).is_ok());
+                let mut hits = Vec::new();
+                for p in pids {
+                    let fresh = self
+                        .not_lc
+                        .get(&p)
+                        .is_some_and(|&t| now.saturating_duration_since(t) < ttl);
+                    if p == me || self.watched.contains(&p) || fresh {
+                        continue;
+                    }
+                    if matches_name(p, &name) {
+                        hits.push(p);
+                    } else {
+                        self.not_lc.insert(p, now);
+                    }
+                }
+                hits
+            }
+        };
+        if self.by_cgroup_id {
+            let now: BTreeSet<u32> = candidates.into_iter().collect();
+            if now.is_empty() && !self.watched.is_empty() {
+                let gone: Vec<u32> = self.watched.iter().copied().collect();
+                out.push(Notice::Lost { pids: gone.clone() });
+                self.lost = Some((Instant::now(), gone));
+            }
+            self.watched = now;
+            return;
+        }
+        for p in candidates {
+            if self.watched.contains(&p) {
+                continue;
+            }
+            match src.watch_tgid(p) {
+                Ok(()) => {
+                    self.watched.insert(p);
+                }
+                // it exited meanwhile, or is a thread: not an LC process
+                Err(elfen_bpf::BpfError::NoSuchProcess { .. })
+                | Err(elfen_bpf::BpfError::NotAProcess { .. }) => {}
+                Err(e) => out.push(Notice::Warning(format!("watching pid {p}: {e}"))),
+            }
+        }
+    }
+
+    /// Reports processes found after a loss (or for the first time).
+    fn on_found(&mut self, now: Instant, out: &mut Vec<Notice>) {
+        let pids = self.pids();
+        match self.lost.take() {
+            Some((since, from)) if self.found_once => {
+                let unprotected_ms = if self.by_cgroup_id {
+                    None
+                } else {
+                    pids.iter().filter_map(|&p| age_ms(p)).reduce(f64::max)
+                };
+                out.push(Notice::Restarted {
+                    from,
+                    to: pids,
+                    unprotected_ms,
+                    absent_ms: now.saturating_duration_since(since).as_secs_f64() * 1000.0,
+                });
+            }
+            _ if !self.found_once => out.push(Notice::Found { pids }),
+            _ => {}
+        }
+        self.found_once = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_comm_or_argv0() {
+        let me = std::process::id();
+        let comm = comm_of(me).unwrap();
+        assert!(matches_name(me, &comm));
+        assert!(!matches_name(me, "no-such-name-here"));
+        assert!(
+            !find_by_name(&comm).contains(&me),
+            "the daemon never finds itself"
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! # elfen-daemon — protection for an LC service nobody can change
+//!
+//! `elfen daemon --config FILE` lets batch work borrow the lanes an
+//! unmodified latency-critical (LC) service leaves idle:
+//!
+//! - it creates and owns a **signal page** (`elfen-shm`) for the lane
+//!   pairs of the machine;
+//! - an [`LcWriter`] thread learns from the kernel (`elfen-bpf`: BPF on
+//!   `sched_switch`, or the coarse /proc poll fallback, said so) when the
+//!   LC service — found by pid, cgroup or command name ([`LcTarget`]), and
+//!   found again when it restarts — runs on each request lane, and writes
+//!   that lane's LC line (`elfen_runtime::LcLane`);
+//! - each batch group gives the lanes back in its **mode** ([`Mode`]):
+//!   `cooperative` (instrumented programs on the page nap themselves),
+//!   `guard` (a SCHED_FIFO [`guard`] thread per batch lane occupies it
+//!   while the policy says nap — it *is* a `BatchThread` whose nap is a
+//!   spin, so the policies are the runtime's, unchanged), `freeze` (the
+//!   group's freezer), `idle` (cpu.idle / SCHED_IDLE only);
+//! - every cgroup change goes through `elfen-cgroup`'s executor and its
+//!   state file, so a SIGTERM restores everything and the next start after
+//!   a SIGKILL repairs what was left.
+//!
+//! Modules: [`config`] (the file), [`plan`] (every check before anything
+//! is applied), [`lc`] (discovery), [`writer`], [`bell`], [`guard`],
+//! [`freeze`], [`batch`] (groups, commands, SCHED_IDLE), [`daemon`] (the
+//! run), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC
+//! service and spinner), [`cli`].
+#![deny(missing_docs)]
+
+pub mod batch;
+pub mod bell;
+pub mod blind;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+mod error;
+pub mod freeze;
+pub mod guard;
+pub mod helpers;
+pub mod lc;
+pub mod measure;
+pub mod metrics;
+pub mod plan;
+pub mod writer;
+
+pub use bell::Bell;
+pub use config::{Config, Mode};
+pub use daemon::{Daemon, ShutdownReport};
+pub use error::{ConfigError, DaemonError};
+pub use freeze::{FreezeReport, Freezer, FreezerHandle};
+pub use guard::{Guard, GuardHandle, GuardOptions, GuardReport};
+pub use lc::{LcTarget, Notice};
+pub use plan::Plan;
+pub use writer::{LcWriter, LcWriterHandle, WriterOptions, WriterReport};

@@ -1,0 +1,548 @@
+//! `elfen daemon measure`: what the daemon costs and how fast its guards
+//! step aside, on this machine, with the daemon's own code in this process.
+//!
+//! Each run has three phases, each a fresh daemon (its own page and state
+//! file) protecting a synthetic LC service (`lc-helper`, a child pinned to
+//! the request lane) from an unmodified batch spinner (`spin-helper`, a
+//! command the daemon starts SCHED_IDLE in its group, confined to the
+//! batch lane):
+//!
+//! - **zero** load, guard mode: the LC sleeps; the daemon's CPU time is
+//!   its idle upkeep.
+//! - **half** load, guard mode: the LC is busy 500 µs, idle 250–750 µs,
+//!   again (≈ 50 % busy in bursts, ~1,000 bursts/s). Measured: the
+//!   daemon's CPU time *besides* the guards' occupation of the batch lane
+//!   (which is the protection, not overhead), and the **step-aside**
+//!   latency of every burst: the context switch of the LC thread onto the
+//!   request lane (the BPF event's time) → the guard running on the batch
+//!   lane, i.e. the spinner off it.
+//! - **freeze**: the same LC with the batch group in freeze mode: the
+//!   freeze latency (request → frozen), the thaw write, and switch → frozen.
+//!
+//! CPU times are per thread (`/proc/<pid>/task/<tid>/schedstat`) over a
+//! window after a warm-up: writer + guards − occupation + the upkeep
+//! thread, as a share of one lane. Every run is kept in the JSON
+//! (`elfen-daemon-measure/1`); the table shows medians over runs.
+
+use crate::config::{BatchSection, Config, Mode};
+use crate::daemon::Daemon;
+use crate::guard::LatencySummary;
+use crate::helpers::LcHelperArgs;
+use crate::plan::Plan;
+use anyhow::{Context, bail};
+use elfen_cmd::proc::{kill_pid, thread_schedstat};
+use elfen_results::Stat;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Schema tag of [`MeasureReport`].
+pub const SCHEMA: &str = "elfen-daemon-measure/1";
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Repetitions of the three phases.
+    pub runs: usize,
+    /// Measured window of each phase, ms (after the warm-up).
+    pub window_ms: u64,
+    /// Warm-up before each window, ms.
+    pub warmup_ms: u64,
+    /// The lane pairing (`None`: elfen-topo's plan).
+    pub pairs: Option<String>,
+    /// Half load: busy period, µs.
+    pub busy_us: u64,
+    /// Half load: idle periods, µs (uniform).
+    pub idle_us: (u64, u64),
+    /// Skip the freeze phase.
+    pub no_freeze: bool,
+    /// The helper program and the arguments before its subcommand.
+    #[serde(skip)]
+    pub helper: Vec<String>,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            runs: 3,
+            window_ms: 5000,
+            warmup_ms: 500,
+            pairs: None,
+            busy_us: 500,
+            idle_us: (250, 750),
+            no_freeze: false,
+            helper: Vec::new(),
+        }
+    }
+}
+
+/// One phase's figures.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Phase {
+    /// The window, ns.
+    pub window_ns: u64,
+    /// LC busy time in the window (its LC line), % of the window.
+    pub lc_busy_pct: f64,
+    /// LC busy periods begun in the window.
+    pub lc_periods: u64,
+    /// Writer thread CPU, ns.
+    pub writer_cpu_ns: u64,
+    /// Guard threads CPU, ns.
+    pub guard_cpu_ns: u64,
+    /// Of which occupying the batch lane, ns.
+    pub occupied_ns: u64,
+    /// Freezer thread CPU, ns.
+    pub freezer_cpu_ns: u64,
+    /// The upkeep thread (heartbeat, rescans), ns.
+    pub upkeep_cpu_ns: u64,
+    /// Writer + guards − occupation + freezer + upkeep, % of one lane.
+    pub overhead_pct: f64,
+    /// The batch spinner's CPU, % of one lane.
+    pub batch_pct: f64,
+    /// The LC's switch onto the request lane (the BPF event's time) → the
+    /// writer running on the batch lane at SCHED_FIFO: the unmodified
+    /// batch thread is off the lane from then on.
+    pub off_lane: LatencySummary,
+    /// The same switch → the guard running, about to occupy the lane
+    /// (guard phases), or → the group frozen (freeze phase).
+    pub step_aside: LatencySummary,
+    /// Freeze request → frozen (freeze phase).
+    pub freeze: LatencySummary,
+    /// Thaw write (freeze phase).
+    pub thaw: LatencySummary,
+}
+
+/// One run: the three phases.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Run {
+    /// Zero load, guard mode.
+    pub zero: Phase,
+    /// Half load, guard mode.
+    pub half: Phase,
+    /// Half load, freeze mode.
+    pub freeze: Option<Phase>,
+}
+
+/// The JSON file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasureReport {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Seconds since the Unix epoch at the start.
+    pub created_unix_s: u64,
+    /// The command line.
+    pub command: String,
+    /// The machine.
+    pub system: elfen_topo::SystemInfo,
+    /// What was measured.
+    pub params: Params,
+    /// The signal source.
+    pub source: String,
+    /// Load averages before the run.
+    pub load_before: [f64; 3],
+    /// Load averages after the run.
+    pub load_after: [f64; 3],
+    /// Raw record.
+    pub runs: Vec<Run>,
+    /// `<phase>.<figure>` → median, min, max over runs.
+    pub summary: BTreeMap<String, Stat>,
+}
+
+/// A child process killed (by pid) when dropped.
+struct Helper(Child);
+
+impl Helper {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        kill_pid(self.0.id());
+        let _ = self.0.wait();
+    }
+}
+
+/// The command line that runs a helper subcommand of this program.
+pub fn helper_prefix() -> Vec<String> {
+    let exe = std::env::current_exe()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "elfen".into());
+    let mut v = vec![exe];
+    if std::env::args().nth(1).as_deref() == Some("daemon") {
+        v.push("daemon".into());
+    }
+    v
+}
+
+fn spawn_lc(p: &Params, cpu: u32, a: &LcHelperArgs) -> anyhow::Result<Helper> {
+    let mut cmd = Command::new(&p.helper[0]);
+    cmd.args(&p.helper[1..])
+        .arg("lc-helper")
+        .args(["--cpu", &cpu.to_string()])
+        .args(["--busy-us", &a.busy_us.to_string()])
+        .args(["--idle-min-us", &a.idle_min_us.to_string()])
+        .args(["--idle-max-us", &a.idle_max_us.to_string()])
+        .stdin(Stdio::null());
+    if let Some(n) = &a.name {
+        cmd.args(["--name", n]);
+    }
+    Ok(Helper(cmd.spawn().with_context(|| {
+        format!("starting the LC helper {}", p.helper[0])
+    })?))
+}
+
+/// A daemon configuration for one phase.
+fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
+    let mut argv = p.helper.clone();
+    argv.push("spin-helper".into());
+    Config {
+        page: PathBuf::from(format!(
+            "/dev/shm/elfen-daemon-measure-{}",
+            std::process::id()
+        )),
+        state_file: dir.join("state.json"),
+        pairs: p.pairs.clone(),
+        lc: crate::config::LcSection {
+            pid: Some(lc_pid),
+            ..Default::default()
+        },
+        batch: vec![BatchSection {
+            name: "spinner".into(),
+            mode,
+            command: Some(argv),
+            confine: Some(true),
+            ..Default::default()
+        }],
+        ..Config::default()
+    }
+}
+
+fn cpu_of(pid: u32, tid: u32) -> u64 {
+    thread_schedstat(pid, tid).map_or(0, |(c, _)| c)
+}
+
+/// CPU counters read at the start and end of a window.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sample {
+    at: Option<Instant>,
+    writer: u64,
+    guards: u64,
+    occupied: u64,
+    freezer: u64,
+    upkeep: u64,
+    batch: u64,
+    lc_busy_ticks: u64,
+    lc_periods: u64,
+}
+
+fn sample(d: &Daemon, freezer_tids: &[u32]) -> Sample {
+    let me = std::process::id();
+    let lane = d.plan().request_lanes[0].lane;
+    let lc = d.page().lc(lane).ok();
+    Sample {
+        at: Some(Instant::now()),
+        writer: d.writer().map_or(0, |w| cpu_of(me, w.tid())),
+        guards: d.guards().iter().map(|g| cpu_of(me, g.tid())).sum(),
+        occupied: d.guards().iter().map(|g| g.occupied_ns()).sum(),
+        freezer: freezer_tids.iter().map(|&t| cpu_of(me, t)).sum(),
+        upkeep: cpu_of(me, elfen_cmd::proc::gettid()),
+        batch: d
+            .groups()
+            .iter()
+            .filter_map(|g| g.child_pid())
+            .map(|p| elfen_cmd::proc::process_cpu_ns_except(p, &[]))
+            .sum(),
+        lc_busy_ticks: lc.map_or(0, |l| {
+            l.busy_ticks.load(std::sync::atomic::Ordering::Relaxed)
+        }),
+        lc_periods: d.writer().map_or(0, |w| {
+            w.stats().begins.load(std::sync::atomic::Ordering::Relaxed)
+        }),
+    }
+}
+
+/// Threads of this process named like the freezer.
+fn freezer_tids() -> Vec<u32> {
+    let me = std::process::id();
+    elfen_cmd::proc::thread_ids(me)
+        .into_iter()
+        .filter(|t| {
+            std::fs::read_to_string(format!("/proc/{me}/task/{t}/comm"))
+                .is_ok_and(|c| c.trim() == "elfen-freezer")
+        })
+        .collect()
+}
+
+/// Runs the daemon for one phase; returns its figures and the source.
+fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Result<(Phase, String)> {
+    let topo = elfen_topo::Topology::detect()?;
+    let pairs = elfen_topo::plan_pairs(&topo, p.pairs.as_deref())?;
+    let cpu = pairs
+        .first()
+        .map(|pair| pair.request)
+        .context("this machine has no lane pair (needs 2 CPUs)")?;
+    let lc_child = spawn_lc(p, cpu, lc)?;
+    std::thread::sleep(Duration::from_millis(20));
+    let plan = Plan::resolve(&phase_config(p, dir, lc_child.pid(), mode))
+        .context("daemon configuration")?;
+    let mut d = Daemon::start(plan).context("starting the daemon")?;
+    let source = d
+        .writer()
+        .map(|w| w.source().to_string())
+        .unwrap_or_default();
+    let run_for = |d: &mut Daemon, ms: u64| -> anyhow::Result<()> {
+        let end = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < end && !elfen_cmd::interrupt::interrupted() {
+            d.tick().context("daemon")?;
+            std::thread::sleep(Duration::from_millis(d.plan().config.heartbeat_ms));
+        }
+        Ok(())
+    };
+    let result = (|| {
+        run_for(&mut d, p.warmup_ms)?;
+        let ftids = freezer_tids();
+        let a = sample(&d, &ftids);
+        run_for(&mut d, p.window_ms)?;
+        let b = sample(&d, &ftids);
+        Ok::<_, anyhow::Error>((a, b))
+    })();
+    let clock = d.page().clock();
+    let report = d.shutdown();
+    drop(lc_child);
+    let (a, b) = result?;
+    let window_ns =
+        b.at.zip(a.at)
+            .map_or(1, |(b, a)| (b - a).as_nanos().max(1) as u64);
+    let guard_cpu = b.guards.saturating_sub(a.guards);
+    let occupied = b.occupied.saturating_sub(a.occupied);
+    let mut ph = Phase {
+        window_ns,
+        lc_busy_pct: clock.ticks_to_ns(b.lc_busy_ticks.saturating_sub(a.lc_busy_ticks)) as f64
+            * 100.0
+            / window_ns as f64,
+        lc_periods: b.lc_periods.saturating_sub(a.lc_periods),
+        writer_cpu_ns: b.writer.saturating_sub(a.writer),
+        guard_cpu_ns: guard_cpu,
+        occupied_ns: occupied,
+        freezer_cpu_ns: b.freezer.saturating_sub(a.freezer),
+        upkeep_cpu_ns: b.upkeep.saturating_sub(a.upkeep),
+        batch_pct: b.batch.saturating_sub(a.batch) as f64 * 100.0 / window_ns as f64,
+        ..Phase::default()
+    };
+    // The guards' occupation is wall time on the batch lane, in which the
+    // writer may also run (it preempts a spinning guard to publish the
+    // idle edge): the daemon's own cost is its CPU time beyond it.
+    let own = (ph.writer_cpu_ns + guard_cpu + ph.freezer_cpu_ns + ph.upkeep_cpu_ns)
+        .saturating_sub(occupied);
+    ph.overhead_pct = own as f64 * 100.0 / window_ns as f64;
+    if let Some(w) = &report.writer {
+        ph.off_lane = w.wake;
+    }
+    if let Some(g) = report.guards.first() {
+        ph.step_aside = g.step_aside;
+    }
+    if let Some(f) = report.freezers.first() {
+        ph.step_aside = f.step_aside;
+        ph.freeze = f.freeze;
+        ph.thaw = f.thaw;
+    }
+    if !report.restored.is_clean() {
+        bail!("the daemon could not restore: {}", report.restored);
+    }
+    Ok((ph, source))
+}
+
+/// Runs every phase `p.runs` times.
+pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
+    if !crate::plan::is_root() {
+        bail!("elfen daemon measure needs root (BPF, SCHED_FIFO guards, cgroups)");
+    }
+    if p.runs == 0 || p.window_ms == 0 {
+        bail!("--runs and --window-ms must be at least 1");
+    }
+    let dir = tempfile_dir()?;
+    let _cleanup = elfen_cmd::interrupt::register(&[&dir.join("state.json")], &[&dir]);
+    let zero = LcHelperArgs {
+        cpu: None,
+        fifo: None,
+        name: None,
+        busy_us: 0,
+        idle_min_us: 100_000,
+        idle_max_us: 100_000,
+        duration_ms: 0,
+        delay_ms: 0,
+    };
+    let half = LcHelperArgs {
+        busy_us: p.busy_us,
+        idle_min_us: p.idle_us.0,
+        idle_max_us: p.idle_us.1,
+        ..zero.clone()
+    };
+    let mut runs = Vec::new();
+    let mut source = String::new();
+    let result = (|| {
+        for i in 0..p.runs {
+            eprintln!("run {}/{}: zero load", i + 1, p.runs);
+            let (z, s) = phase(p, &dir, Mode::Guard, &zero)?;
+            source = s;
+            eprintln!("run {}/{}: half load", i + 1, p.runs);
+            let (h, _) = phase(p, &dir, Mode::Guard, &half)?;
+            let f = if p.no_freeze {
+                None
+            } else {
+                eprintln!("run {}/{}: freeze mode", i + 1, p.runs);
+                Some(phase(p, &dir, Mode::Freeze, &half)?.0)
+            };
+            runs.push(Run {
+                zero: z,
+                half: h,
+                freeze: f,
+            });
+            if elfen_cmd::interrupt::interrupted() {
+                break;
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result?;
+    Ok((runs, source))
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("elfen-daemon-measure-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+type Pick = fn(&Run) -> Option<&Phase>;
+/// The phases, by name.
+const PHASES: [(&str, Pick); 3] = [
+    ("zero", |r| Some(&r.zero)),
+    ("half", |r| Some(&r.half)),
+    ("freeze", |r| r.freeze.as_ref()),
+];
+type Figure = (&'static str, fn(&Phase) -> f64);
+/// The figures summarized, by name.
+const FIGURES: [Figure; 13] = [
+    ("overhead_pct", |p| p.overhead_pct),
+    ("lc_busy_pct", |p| p.lc_busy_pct),
+    ("batch_pct", |p| p.batch_pct),
+    ("lc_periods", |p| p.lc_periods as f64),
+    ("writer_cpu_ns", |p| p.writer_cpu_ns as f64),
+    ("occupied_ns", |p| p.occupied_ns as f64),
+    ("off_lane_p50_ns", |p| {
+        nz(p.off_lane.samples, p.off_lane.p50_ns)
+    }),
+    ("off_lane_p99_ns", |p| {
+        nz(p.off_lane.samples, p.off_lane.p99_ns)
+    }),
+    ("step_aside_p50_ns", |p| {
+        nz(p.step_aside.samples, p.step_aside.p50_ns)
+    }),
+    ("step_aside_p99_ns", |p| {
+        nz(p.step_aside.samples, p.step_aside.p99_ns)
+    }),
+    ("freeze_p50_ns", |p| nz(p.freeze.samples, p.freeze.p50_ns)),
+    ("freeze_p99_ns", |p| nz(p.freeze.samples, p.freeze.p99_ns)),
+    ("thaw_p50_ns", |p| nz(p.thaw.samples, p.thaw.p50_ns)),
+];
+
+fn nz(samples: u64, v: u64) -> f64 {
+    if samples == 0 { f64::NAN } else { v as f64 }
+}
+
+/// Median, min and max over runs of every figure of every phase.
+pub fn summarize(runs: &[Run]) -> BTreeMap<String, Stat> {
+    let mut m = BTreeMap::new();
+    for (ph, pick) in PHASES {
+        for (fig, get) in FIGURES {
+            let xs: Vec<f64> = runs.iter().filter_map(pick).map(get).collect();
+            if let Some(s) = Stat::of(&xs) {
+                m.insert(format!("{ph}.{fig}"), s);
+            }
+        }
+    }
+    m
+}
+
+/// The table of a report.
+pub fn render(r: &MeasureReport) -> String {
+    let get = |k: &str| r.summary.get(k).map(|s| s.median);
+    let us = |k: &str| get(k).map_or("-".into(), |v| format!("{:.1} µs", v / 1000.0));
+    let pct = |k: &str| get(k).map_or("-".into(), |v| format!("{v:.2} %"));
+    let mut s = format!(
+        "source: {}\n{} run(s), {} ms windows; load average before {:.2}, after {:.2}\n\n",
+        r.source,
+        r.runs.len(),
+        r.params.window_ms,
+        r.load_before[0],
+        r.load_after[0]
+    );
+    s += &format!(
+        "{:<8} {:>9} {:>9} {:>10} {:>13} {:>13} {:>13} {:>13}\n",
+        "phase",
+        "LC busy",
+        "batch",
+        "overhead",
+        "off-lane p50",
+        "off-lane p99",
+        "occupy p50",
+        "occupy p99"
+    );
+    for (ph, _) in PHASES {
+        if get(&format!("{ph}.overhead_pct")).is_none() {
+            continue;
+        }
+        s += &format!(
+            "{ph:<8} {:>9} {:>9} {:>10} {:>13} {:>13} {:>13} {:>13}\n",
+            pct(&format!("{ph}.lc_busy_pct")),
+            pct(&format!("{ph}.batch_pct")),
+            pct(&format!("{ph}.overhead_pct")),
+            us(&format!("{ph}.off_lane_p50_ns")),
+            us(&format!("{ph}.off_lane_p99_ns")),
+            us(&format!("{ph}.step_aside_p50_ns")),
+            us(&format!("{ph}.step_aside_p99_ns")),
+        );
+    }
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    if let Some(p99) = get("half.off_lane_p99_ns") {
+        s += &format!(
+            "\nstep-aside (batch thread off the lane) p99 {:.1} µs (target <= 50 µs: {}); \
+             the guard occupies it by p99 {}\n",
+            p99 / 1000.0,
+            verdict(p99 <= 50_000.0),
+            us("half.step_aside_p99_ns")
+        );
+    }
+    for ph in ["zero", "half"] {
+        if let Some(o) = get(&format!("{ph}.overhead_pct")) {
+            s += &format!(
+                "daemon CPU at {ph} load {o:.2} % of a lane (target <= 2 %: {})\n",
+                verdict(o <= 2.0)
+            );
+        }
+    }
+    if get("freeze.freeze_p50_ns").is_some() {
+        s += &format!(
+            "freeze mode: freeze p50 {} p99 {}, thaw p50 {}; switch → frozen p50 {} p99 {}\n",
+            us("freeze.freeze_p50_ns"),
+            us("freeze.freeze_p99_ns"),
+            us("freeze.thaw_p50_ns"),
+            us("freeze.step_aside_p50_ns"),
+            us("freeze.step_aside_p99_ns")
+        );
+    }
+    s + "(medians over runs; every run is in the JSON. off-lane: LC switch-in → the daemon's \
+         SCHED_FIFO writer running on the batch lane; occupy: → the guard running there; \
+         freeze row: → the group frozen)\n"
+}
+
+/// Writes the report atomically (temp file + rename), creating the directory.
+pub fn save(r: &MeasureReport, path: &Path) -> std::io::Result<()> {
+    elfen_results::save_json(r, path)
+}

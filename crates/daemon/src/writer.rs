@@ -1,0 +1,402 @@
+//! The **LC signal writer**: one thread that learns from the kernel
+//! (`elfen_bpf::Source`: BPF on `sched_switch`, or the coarse /proc poll
+//! fallback) when the LC service runs on each request lane and writes that
+//! lane's LC line through `LcLane` — `request_begin` when an LC thread
+//! switches in, `request_end` when the lane goes idle — then rings the
+//! lane's [`Bell`]s so guards and freezers act at once.
+//!
+//! The thread sleeps in epoll on the source's ring buffer (the BPF program
+//! wakes it at each transition), never spins. Between events it runs
+//! [`Discovery`] (LC processes exiting and starting again) and reconciles
+//! each lane with the per-CPU slot — its LC flag, or its task being one of
+//! the LC processes (a process watched while it already runs is flagged by
+//! the kernel only from its next switch) — so a transition event lost to a
+//! full ring buffer, or never sent, is corrected at the next wake-up.
+//!
+//! The harness uses it for `--lc-signal bpf` with
+//! [`WriterOptions::default`] (no priority, no pinning, no bells).
+
+use crate::bell::Bell;
+use crate::error::DaemonError;
+use crate::guard::{LatencySummary, latency_histogram};
+use crate::lc::{Discovery, DiscoveryOptions, LcTarget, Notice};
+use elfen_bpf::{LcEvent, Options, SlotReader, Source};
+use elfen_cmd::proc::{SchedClass, gettid, set_sched};
+use elfen_runtime::LcLane;
+use elfen_shm::Page;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How the writer runs.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// Source options (`watched_cpus` is set to the request lanes' CPUs).
+    pub source: Options,
+    /// SCHED_FIFO priority of the thread; 0 = leave it SCHED_OTHER.
+    pub priority: u8,
+    /// CPUs the thread may run on (`None`: unchanged). Keep it off the
+    /// request lanes: waking there would preempt the LC service.
+    pub cpus: Option<Vec<u32>>,
+    /// LC discovery intervals.
+    pub discovery: DiscoveryOptions,
+    /// The longest sleep between looks at the stop flag.
+    pub max_wait: Duration,
+    /// Where notices go (`None`: printed on stderr).
+    pub notices: Option<Sender<Notice>>,
+    /// Bells rung after each write of a lane's LC line: `(lane, bell)`.
+    pub bells: Vec<(u32, Arc<Bell>)>,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            source: Options::default(),
+            priority: 0,
+            cpus: None,
+            discovery: DiscoveryOptions::default(),
+            max_wait: Duration::from_millis(100),
+            notices: None,
+            bells: Vec::new(),
+        }
+    }
+}
+
+/// Counters of a running writer (readable while it runs).
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Transition events received.
+    pub events: AtomicU64,
+    /// `request_begin` calls.
+    pub begins: AtomicU64,
+    /// `request_end` calls.
+    pub ends: AtomicU64,
+    /// Lanes set from the slot's flag because no event said so (events
+    /// lost to a full ring buffer, or not yet consumed).
+    pub reconciled: AtomicU64,
+}
+
+/// What a stopped writer reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct WriterReport {
+    /// Transition events received.
+    pub events: u64,
+    /// Busy periods begun on the LC lines.
+    pub begins: u64,
+    /// Busy periods ended.
+    pub ends: u64,
+    /// Lanes corrected from the slots.
+    pub reconciled: u64,
+    /// Events the BPF program dropped (full ring buffer), request lanes.
+    pub dropped: u64,
+    /// From the context switch that made a request lane busy (the event's
+    /// time) to the writer running with the event. The writer runs on the
+    /// batch lanes at SCHED_FIFO, so on a machine with one pair this is
+    /// when an unmodified batch thread there left the lane.
+    pub wake: LatencySummary,
+}
+
+/// The LC signal writer (see the module docs).
+#[derive(Debug)]
+pub struct LcWriter;
+
+/// A running writer; [`LcWriterHandle::stop`] ends it (its LC lines end
+/// open requests, so nothing waits on a busy lane).
+#[derive(Debug)]
+pub struct LcWriterHandle {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<WriterReport, DaemonError>>>,
+    stats: Arc<WriterStats>,
+    source: String,
+    bpf: bool,
+    tid: u32,
+    slots: SlotReader,
+    lc_pids: Arc<Mutex<Vec<u32>>>,
+}
+
+/// What the thread reports once it runs.
+struct Started {
+    source: String,
+    bpf: bool,
+    tid: u32,
+    slots: SlotReader,
+}
+
+/// One request lane as the writer drives it.
+struct Lane {
+    cpu: u32,
+    lc: LcLane,
+    bells: Vec<Arc<Bell>>,
+    next_id: u64,
+}
+
+impl LcWriter {
+    /// Starts the writer for request lanes `lanes` (`(cpu, lane index)`)
+    /// of `page` (attached with write access to the page file) and the LC
+    /// service `target`. Returns once the source is open and the lanes are
+    /// attached, or with the reason it could not.
+    pub fn spawn(
+        page: Arc<Page>,
+        lanes: &[(u32, u32)],
+        target: LcTarget,
+        opts: WriterOptions,
+    ) -> Result<LcWriterHandle, DaemonError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(WriterStats::default());
+        let lc_pids = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = channel::<Result<Started, DaemonError>>();
+        let lanes = lanes.to_vec();
+        let (s2, st2, p2) = (Arc::clone(&stop), Arc::clone(&stats), Arc::clone(&lc_pids));
+        let thread = std::thread::Builder::new()
+            .name("elfen-lc-writer".into())
+            .spawn(move || run(page, lanes, target, opts, s2, st2, p2, tx))
+            .map_err(|e| DaemonError::os("starting the LC writer thread", e))?;
+        match rx.recv() {
+            Ok(Ok(s)) => Ok(LcWriterHandle {
+                stop,
+                thread: Some(thread),
+                stats,
+                source: s.source,
+                bpf: s.bpf,
+                tid: s.tid,
+                slots: s.slots,
+                lc_pids,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(match thread.join() {
+                Ok(Err(e)) => e,
+                _ => DaemonError::thread("lc writer", "ended before it started"),
+            }),
+        }
+    }
+}
+
+impl LcWriterHandle {
+    /// The source in use (BPF, or the fallback and why BPF was not used).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the source is the BPF program.
+    pub fn is_bpf(&self) -> bool {
+        self.bpf
+    }
+
+    /// The writer thread's id.
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+
+    /// The per-CPU slots of the source (who runs where).
+    pub fn slots(&self) -> &SlotReader {
+        &self.slots
+    }
+
+    /// The running counters.
+    pub fn stats(&self) -> &WriterStats {
+        &self.stats
+    }
+
+    /// The LC processes watched now.
+    pub fn lc_pids(&self) -> Vec<u32> {
+        self.lc_pids.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Whether the thread still runs (it ends only on stop or an error).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the thread (within `max_wait`), ends open requests on its LC
+    /// lines and returns its report, or the error that stopped it.
+    pub fn stop(mut self) -> Result<WriterReport, DaemonError> {
+        self.stop.store(true, Relaxed);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(DaemonError::thread("lc writer", "panicked")),
+            None => Err(DaemonError::thread("lc writer", "already stopped")),
+        }
+    }
+}
+
+impl Drop for LcWriterHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Opens the source, attaches the lanes, starts discovery; then sets the
+/// thread's class and CPUs (after the source, so a poll fallback's
+/// scanner thread does not inherit them).
+fn setup(
+    page: &Arc<Page>,
+    lanes: &[(u32, u32)],
+    target: LcTarget,
+    opts: &WriterOptions,
+    notes: &mut Vec<Notice>,
+) -> Result<(Source, Vec<Lane>, Discovery), DaemonError> {
+    let mut sopts = opts.source.clone();
+    sopts.watched_cpus = Some(lanes.iter().map(|&(cpu, _)| cpu).collect());
+    let mut src = Source::open(&sopts)?;
+    let mut out = Vec::new();
+    for &(cpu, lane) in lanes {
+        let lc = LcLane::attach(Arc::clone(page), lane)?;
+        let bells = opts
+            .bells
+            .iter()
+            .filter(|(l, _)| *l == lane)
+            .map(|(_, b)| Arc::clone(b))
+            .collect();
+        out.push(Lane {
+            cpu,
+            lc,
+            bells,
+            next_id: 1,
+        });
+    }
+    let (disc, n) = Discovery::start(target, opts.discovery, &mut src)?;
+    notes.extend(n);
+    if let Some(cpus) = &opts.cpus {
+        elfen_topo::set_current_affinity(cpus)
+            .map_err(|e| DaemonError::thread("lc writer", format!("pinning: {e}")))?;
+    }
+    if opts.priority > 0 {
+        set_sched(0, SchedClass::Fifo(opts.priority)).map_err(|e| {
+            DaemonError::os(
+                format!("setting the writer thread to SCHED_FIFO {}", opts.priority),
+                e,
+            )
+        })?;
+    }
+    Ok((src, out, disc))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    page: Arc<Page>,
+    lanes: Vec<(u32, u32)>,
+    target: LcTarget,
+    opts: WriterOptions,
+    stop: Arc<AtomicBool>,
+    stats: Arc<WriterStats>,
+    lc_pids: Arc<Mutex<Vec<u32>>>,
+    started: Sender<Result<Started, DaemonError>>,
+) -> Result<WriterReport, DaemonError> {
+    let mut notes = Vec::new();
+    let (mut src, mut lanes, mut disc) = match setup(&page, &lanes, target, &opts, &mut notes) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = started.send(Err(e));
+            return Ok(WriterReport::default());
+        }
+    };
+    let slots = src.slots().clone();
+    let _ = started.send(Ok(Started {
+        source: src.describe(),
+        bpf: src.is_bpf(),
+        tid: gettid(),
+        slots: slots.clone(),
+    }));
+    let notify = |n: Notice| match &opts.notices {
+        Some(tx) => {
+            let _ = tx.send(n);
+        }
+        None => eprintln!("elfen daemon: {n}"),
+    };
+    notes.drain(..).for_each(notify);
+    *lc_pids.lock().unwrap_or_else(|p| p.into_inner()) = disc.pids();
+    let mut events: Vec<LcEvent> = Vec::with_capacity(64);
+    let mut wake = latency_histogram();
+    let result = loop {
+        if stop.load(Relaxed) {
+            break Ok(());
+        }
+        let now = Instant::now();
+        // Whole milliseconds, rounded up: the ring buffer's poll takes
+        // milliseconds, and would turn a shorter wait into a busy loop.
+        let ms = disc
+            .until_next(now)
+            .min(opts.max_wait)
+            .as_micros()
+            .div_ceil(1000);
+        let timeout = Duration::from_millis(ms.max(1) as u64);
+        if let Err(e) = src.wait_events(timeout, |e| events.push(e)) {
+            break Err(DaemonError::from(e));
+        }
+        stats.events.fetch_add(events.len() as u64, Relaxed);
+        let woke_ns = elfen_shm::clock::monotonic_ns();
+        for e in events.drain(..) {
+            if e.busy && woke_ns > e.time_ns {
+                let _ = wake.record(woke_ns - e.time_ns);
+            }
+            if let Some(l) = lanes.iter_mut().find(|l| l.cpu == e.cpu) {
+                set_busy(l, e.busy, e.time_ns, &stats);
+            }
+        }
+        for l in lanes.iter_mut() {
+            let busy =
+                slots.lc_busy(l.cpu) || slots.snapshot(l.cpu).is_ok_and(|s| disc.runs_lc(&s));
+            if busy != l.lc.is_busy() {
+                stats.reconciled.fetch_add(1, Relaxed);
+                set_busy(l, busy, elfen_shm::clock::monotonic_ns(), &stats);
+            }
+        }
+        let now = Instant::now();
+        if disc.until_next(now).is_zero() {
+            disc.tick(&mut src, now, &mut notes);
+            if !notes.is_empty() {
+                *lc_pids.lock().unwrap_or_else(|p| p.into_inner()) = disc.pids();
+                notes.drain(..).for_each(notify);
+            }
+        }
+    };
+    let dropped = lanes
+        .iter()
+        .filter_map(|l| slots.snapshot(l.cpu).ok())
+        .map(|s| u64::from(s.dropped))
+        .sum();
+    // Dropping the lanes ends open requests (and wakes futex sleepers).
+    for l in lanes.drain(..) {
+        let bells = l.bells.clone();
+        drop(l);
+        bells.iter().for_each(|b| b.ring());
+    }
+    result.map(|()| WriterReport {
+        events: stats.events.load(Relaxed),
+        begins: stats.begins.load(Relaxed),
+        ends: stats.ends.load(Relaxed),
+        reconciled: stats.reconciled.load(Relaxed),
+        dropped,
+        wake: LatencySummary::of(&wake),
+    })
+}
+
+/// Writes one transition to a lane's LC line and rings its bells.
+fn set_busy(l: &mut Lane, busy: bool, time_ns: u64, stats: &WriterStats) {
+    if busy {
+        if !l.lc.is_busy() {
+            l.lc.request_begin(l.next_id);
+            l.next_id += 1;
+            stats.begins.fetch_add(1, Relaxed);
+        }
+        l.bells.iter().for_each(|b| b.ring_busy(time_ns));
+    } else {
+        if l.lc.is_busy() {
+            l.lc.request_end();
+            stats.ends.fetch_add(1, Relaxed);
+        }
+        l.bells
+            .iter()
+            .filter(|b| !b.busy_only())
+            .for_each(|b| b.ring());
+    }
+}

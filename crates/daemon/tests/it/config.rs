@@ -1,0 +1,270 @@
+//! The configuration: every example parses; bad input is refused naming
+//! the field, and nothing is applied (no page, no state file, the cgroup
+//! root untouched).
+
+use crate::common::{BIN, fake_root, tree};
+use elfen_daemon::config::Config;
+use elfen_daemon::plan::Plan;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/daemon")
+}
+
+#[test]
+fn every_example_parses_and_checks() {
+    let dir = examples_dir();
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{} ships with the repository: {e}", dir.display()))
+    {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let c = Config::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(!c.batch.is_empty(), "{}", p.display());
+            n += 1;
+        }
+    }
+    assert!(
+        n >= 4,
+        "expected the four mode examples in {}",
+        dir.display()
+    );
+}
+
+#[test]
+fn defaults_are_documented_values() {
+    let c =
+        Config::parse("[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\ncgroup = \"batch\"").unwrap();
+    assert_eq!(c.page, Path::new("/dev/shm/elfen"));
+    assert_eq!(c.state_file, Path::new("/run/elfen/daemon-state.json"));
+    assert_eq!(c.cgroup_root, Path::new("/sys/fs/cgroup"));
+    assert_eq!(c.policy.kind, elfen_policy::PolicyKind::BorrowIdle);
+    assert_eq!((c.guard.priority, c.writer_priority()), (50, 51));
+    assert_eq!(c.batch[0].mode, elfen_daemon::Mode::Guard);
+    assert!(
+        c.batch[0].confined(),
+        "guard groups are confined by default"
+    );
+    assert_eq!(
+        (c.lc.liveness_ms, c.lc.rescan_ms, c.heartbeat_ms),
+        (100, 1000, 100)
+    );
+    c.check().unwrap();
+}
+
+#[test]
+fn file_checks_name_the_field() {
+    let bad = |text: &str, field: &str, reason: &str| {
+        let e = Config::parse(text).and_then(|c| c.check()).expect_err(text);
+        assert!(
+            e.field.contains(field) && e.reason.contains(reason),
+            "{text}\n→ {e}"
+        );
+    };
+    let ok_batch = "[[batch]]\nname = \"b\"\ncgroup = \"batch\"\n";
+    bad(
+        &format!("[lc]\ncomm = \"x\"\nfrobnicate = 1\n{ok_batch}"),
+        "line 3",
+        "unknown field `frobnicate`",
+    );
+    bad(
+        &format!("[lc]\npid = 1\ncomm = \"x\"\n{ok_batch}"),
+        "lc",
+        "exactly one",
+    );
+    bad(&format!("[lc]\n{ok_batch}"), "lc", "exactly one");
+    bad("[lc]\ncomm = \"x\"\n", "batch", "no batch group");
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n{ok_batch}[[batch]]\nname = \"b\"\ncgroup = \"c\"\n"),
+        "batch[1].name",
+        "earlier group",
+    );
+    bad(
+        "[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\n",
+        "batch[0]",
+        "exactly one of cgroup",
+    );
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n[policy]\nkind = \"fixed_budget\"\n{ok_batch}"),
+        "policy.budget_us",
+        "needs a budget",
+    );
+    bad(
+        &format!(
+            "[lc]\ncomm = \"x\"\n[policy]\nkind = \"refresh_budget\"\nbudget_us = 900\nslo_us = 800\n{ok_batch}"
+        ),
+        "policy.budget_us",
+        "SLO",
+    );
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n[guard]\npriority = 99\n{ok_batch}"),
+        "guard.priority",
+        "1..=98",
+    );
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n[signal]\npriority = 10\n{ok_batch}"),
+        "signal.priority",
+        "above guard.priority",
+    );
+    bad(
+        &format!("pairs = \"0-1\"\n[lc]\ncomm = \"x\"\n{ok_batch}"),
+        "pairs",
+        "",
+    );
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n[policy]\nnap = \"doze\"\n{ok_batch}"),
+        "policy.nap",
+        "doze",
+    );
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n[metrics]\nlisten = \"localhost\"\n{ok_batch}"),
+        "metrics.listen",
+        "not an address",
+    );
+    bad(
+        "[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\nmode = \"sleepy\"\ncgroup = \"g\"\n",
+        "line 5",
+        "unknown variant `sleepy`",
+    );
+}
+
+/// A config on a fake cgroup root, with a page and state file in `dir`.
+fn config_in(dir: &Path, extra: &str, batch: &str) -> (Config, PathBuf, PathBuf) {
+    let root = fake_root(dir);
+    let page = dir.join("page");
+    let state = dir.join("state/daemon.json");
+    let text = format!(
+        "page = \"{}\"\nstate_file = \"{}\"\ncgroup_root = \"{}\"\n{extra}\n[signal]\npriority = 0\n{batch}",
+        page.display(),
+        state.display(),
+        root.display()
+    );
+    (Config::parse(&text).unwrap(), page, state)
+}
+
+/// Refused with `field` in the error; the page, the state file and the
+/// cgroup root untouched.
+fn refused(dir: &Path, c: &Config, page: &Path, state: &Path, field: &str, reason: &str) {
+    let before = tree(&dir.join("cgroup"));
+    let e = Plan::resolve(c).expect_err("must be refused");
+    assert!(
+        e.field.contains(field) && e.reason.contains(reason),
+        "expected {field}: …{reason}…, got {e}"
+    );
+    assert!(!page.exists() && !state.exists(), "nothing applied");
+    assert_eq!(
+        tree(&dir.join("cgroup")),
+        before,
+        "the cgroup root is untouched"
+    );
+}
+
+const COOP_BATCH: &str = "[[batch]]\nname = \"b\"\nmode = \"cooperative\"\ncgroup = \"batch\"\n";
+
+#[test]
+fn machine_checks_name_the_field_and_apply_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // a valid one first: the same shape resolves
+    let (c, page, state) = config_in(d, "[lc]\ncomm = \"nobody-runs-this\"", COOP_BATCH);
+    let plan = Plan::resolve(&c).unwrap();
+    assert_eq!(plan.groups.len(), 1);
+    assert!(!page.exists() && !state.exists());
+    // missing cgroup
+    let (c, page, state) = config_in(
+        d,
+        "[lc]\ncomm = \"x\"",
+        "[[batch]]\nname = \"b\"\nmode = \"cooperative\"\ncgroup = \"no/such/group\"\n",
+    );
+    refused(
+        d,
+        &c,
+        &page,
+        &state,
+        "batch[0].cgroup",
+        "no group no/such/group",
+    );
+    // unknown CPU
+    let (c, page, state) = config_in(d, "pairs = \"0:4095\"\n[lc]\ncomm = \"x\"", COOP_BATCH);
+    refused(d, &c, &page, &state, "pairs", "not online");
+    // a pid that does not exist (a reaped child's)
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let (c, page, state) = config_in(d, &format!("[lc]\npid = {dead}"), COOP_BATCH);
+    refused(d, &c, &page, &state, "lc.pid", "no process");
+    // an LC cgroup that is not one
+    let (c, page, state) = config_in(d, "[lc]\ncgroup = \"/tmp\"", COOP_BATCH);
+    refused(d, &c, &page, &state, "lc.cgroup", "not a cgroup directory");
+    // a command that does not exist (root) / needs root (others)
+    let (c, page, state) = config_in(
+        d,
+        "[lc]\ncomm = \"x\"",
+        "[[batch]]\nname = \"b\"\nmode = \"cooperative\"\ncommand = [\"no-such-program-here\"]\n",
+    );
+    refused(d, &c, &page, &state, "batch[0].command", "");
+}
+
+#[test]
+fn a_page_in_use_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (c, page, state) = config_in(d, "[lc]\ncomm = \"x\"", COOP_BATCH);
+    // a page whose creator (this process) lives
+    let spec = elfen_shm::PageSpec::for_pairs(&[(0, vec![1])], 1, 0);
+    let held = elfen_shm::Page::create(&page, &spec).unwrap();
+    let e = Plan::resolve(&c).expect_err("page in use");
+    assert!(e.field == "page" && e.reason.contains("in use"), "{e}");
+    drop(held);
+    assert!(!page.exists());
+    assert!(!state.exists());
+}
+
+#[test]
+fn check_flag_exits_0_or_1_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let root = fake_root(d);
+    let write = |name: &str, body: &str| {
+        let p = d.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "page = \"{}\"\nstate_file = \"{}\"\ncgroup_root = \"{}\"\n{body}\n[signal]\npriority = 0\n",
+                d.join("page").display(),
+                d.join("state.json").display(),
+                root.display()
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let good = write("good.toml", &format!("[lc]\ncomm = \"x\"\n{COOP_BATCH}"));
+    let out = Command::new(BIN)
+        .args(["--config", good.to_str().unwrap(), "--check"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("is valid"));
+    let bad = write(
+        "bad.toml",
+        &format!("pairs = \"0:4095\"\n[lc]\ncomm = \"x\"\n{COOP_BATCH}"),
+    );
+    let out = Command::new(BIN)
+        .args(["--config", bad.to_str().unwrap(), "--check"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("pairs:") && err.contains("nothing applied"),
+        "{err}"
+    );
+    assert!(!d.join("page").exists() && !d.join("state.json").exists());
+}

@@ -1,0 +1,7 @@
+//! One integration-test binary: configuration checks (`config`), and the
+//! daemon for real as a child process (`live`: root + BPF, or skipped with
+//! the reason printed).
+
+mod common;
+mod config;
+mod live;
