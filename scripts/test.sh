@@ -31,4 +31,7 @@ step "Java bindings: signal page, Lucene server (bindings/java)"
 # A subshell keeps the JDK >= 22 that java-env.sh puts first off later steps.
 ( . scripts/java-env.sh && mvn -B -ntp -f bindings/java/pom.xml verify )
 
+step "the harness against Lucene (needs the jar the Java step built)"
+cargo test --locked -p elfen-bench --test lucene
+
 step "all tests passed"

@@ -48,11 +48,16 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
     /// Configurations to compare, comma-separated, or `all`: lc_alone, naive,
     /// sched_idle, cpuset, cfs_quota, borrow_idle, fixed_budget,
-    /// refresh_budget, dynamic_refresh (lc_alone, the baseline, always runs).
+    /// refresh_budget, dynamic_refresh (the default set), and the daemon's
+    /// modes cpu_idle, guard, freeze, blind_isolation (all but cpu_idle need
+    /// `--lc-signal bpf`); lc_alone, the baseline, always runs.
     #[arg(long, value_name = "LIST")]
     pub configs: Option<String>,
-    /// The LC service: `builtin` (in this process) or `external` (started
-    /// from --lc-command; it must speak docs/lc-protocol.md).
+    /// The LC service: `builtin` (in this process), `external` (started
+    /// from --lc-command; it must speak docs/lc-protocol.md) or `lucene` (the
+    /// Lucene search service of bindings/java/lucene, sent the tasks file's
+    /// term queries, over the corpus copied $ELFEN_LUCENE_COPIES times,
+    /// default 40: 10 M documents; scripts/lucene.sh builds it).
     #[arg(long, value_name = "KIND")]
     pub lc: Option<String>,
     /// The external LC service's command line ({port} {page} {lane} {cpu}
@@ -61,7 +66,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "COMMAND")]
     pub lc_command: Option<String>,
     /// Who publishes the request lane's state: `api` (the service, through
-    /// the LC API) or `none` (an unmodified service).
+    /// the LC API), `none` (an unmodified service, nobody), or `bpf` (an
+    /// unmodified service; the daemon's writer publishes it from the
+    /// kernel's context switches; the built-in service then runs as its own
+    /// process, `elfen serve`).
     #[arg(long, value_name = "SIGNAL")]
     pub lc_signal: Option<String>,
     /// Batch kernels, comma-separated, or `all`: loop, matrix, flush, stream
@@ -109,6 +117,10 @@ pub struct BenchArgs {
     /// umwait, mwaitx where the machine has them).
     #[arg(long, value_name = "KIND")]
     pub nap: Option<String>,
+    /// `blind_isolation`: CPUs kept free of batch for the LC's bursts
+    /// (PerfIso's B; default 0).
+    #[arg(long, value_name = "N")]
+    pub blind_buffer_cores: Option<u32>,
     /// Seed of the request shuffles and arrival times.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -181,7 +193,12 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
         spec.lc.service = match s.trim() {
             "builtin" => ServiceKind::Builtin,
             "external" => ServiceKind::External,
-            other => bail!("--lc {other:?}: expected builtin or external"),
+            "lucene" => {
+                let copies = crate::lc::lucene::copies_setting()?;
+                spec.lc = spec::LcSpec::lucene(copies, spec.generator_fifo_priority);
+                ServiceKind::External
+            }
+            other => bail!("--lc {other:?}: expected builtin, external or lucene"),
         };
     }
     if let Some(s) = &a.lc_command {
@@ -194,7 +211,8 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
         spec.lc.signal = match s.trim() {
             "api" => LcSignal::Api,
             "none" => LcSignal::None,
-            other => bail!("--lc-signal {other:?}: expected api or none"),
+            "bpf" => LcSignal::Bpf,
+            other => bail!("--lc-signal {other:?}: expected api, none or bpf"),
         };
     }
     if let Some(v) = a.duration {
@@ -223,6 +241,9 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
     }
     if let Some(s) = &a.nap {
         spec.batch.nap = s.parse().context("--nap")?;
+    }
+    if let Some(b) = a.blind_buffer_cores {
+        spec.batch.blind_buffer_cores = b;
     }
     if let Some(v) = a.seed {
         spec.seed = v;
@@ -340,8 +361,8 @@ mod tests {
         assert!(e.contains("doze"), "{e}");
         let e = bad(&|a| a.config = Some(PathBuf::from("/nonexistent/x.toml")));
         assert!(e.contains("/nonexistent/x.toml"), "{e}");
-        let e = bad(&|a| a.configs = Some("blind_isolation".into()));
-        assert!(e.contains("blind_isolation"), "{e}");
+        let e = bad(&|a| a.configs = Some("static_partition".into()));
+        assert!(e.contains("static_partition"), "{e}");
         let e = bad(&|a| a.lc = Some("lucene3".into()));
         assert!(e.contains("lucene3") && e.contains("external"), "{e}");
         let e = bad(&|a| a.lc = Some("external".into()));

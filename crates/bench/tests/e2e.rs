@@ -31,7 +31,7 @@ fn main() {
         std::process::exit(code);
     }
     let t0 = std::time::Instant::now();
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 7] = [
         (
             "bad_runtime_input_fails_before_any_load",
             bad_runtime_input_fails_before_any_load,
@@ -55,6 +55,10 @@ fn main() {
         (
             "budget_policies_see_the_published_queue",
             budget_policies_see_the_published_queue,
+        ),
+        (
+            "the_daemon_modes_protect_an_unmodified_service",
+            the_daemon_modes_protect_an_unmodified_service,
         ),
     ];
     let only = std::env::args().nth(1);
@@ -87,7 +91,12 @@ fn every_configuration_runs_and_is_judged() {
     for c in Config::ALL.into_iter().filter(|c| c.in_harness()) {
         if let Some(s) = run.skipped.iter().find(|s| s.config == c) {
             println!("  {c}: skipped here ({})", s.reason);
-            assert!(!is_root(), "{c} skipped although root: {}", s.reason);
+            if c.needs_lc_writer() {
+                // without --lc-signal bpf: run in the daemon-mode test
+                assert!(s.reason.contains("kernel signal"), "{c}: {}", s.reason);
+            } else {
+                assert!(!is_root(), "{c} skipped although root: {}", s.reason);
+            }
             continue;
         }
         assert!(ran.contains(&c), "{c} did not run: {ran:?}");
@@ -151,6 +160,71 @@ fn every_configuration_runs_and_is_judged() {
     .run()
     .unwrap();
     assert!(dir.path().join("again/report.md").is_file());
+}
+
+/// The daemon's modes in the harness, as `elfen daemon` runs them: an
+/// unmodified LC service (the built-in one as its own process, publishing
+/// nothing) whose busy state comes from the kernel (`--lc-signal bpf`),
+/// unmodified batch (a kernel without checks, and xz) handed back by
+/// `cpu.idle`, guards or the freezer — and borrow idle on the same kernel
+/// signal. Each ran, its batch progressed, the LC line was written.
+fn the_daemon_modes_protect_an_unmodified_service() {
+    if !is_root() {
+        println!("  skipped: the daemon's modes need root (BPF, cgroups, real-time guards)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = args(dir.path());
+    a.lc_signal = Some("bpf".into());
+    a.configs = Some("cpu_idle,guard,freeze,blind_isolation,borrow_idle".into());
+    a.programs = Some("xz".into());
+    Command::Bench(a).run().unwrap();
+    let f = ResultFile::load(&dir.path().join("out/bench.json")).unwrap();
+    let run = f.run.as_ref().unwrap();
+    assert!(
+        run.lc.service.starts_with("external:"),
+        "{}",
+        run.lc.service
+    );
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("LC signal: the kernel")),
+        "{:?}",
+        run.notes
+    );
+    assert!(run.skipped.is_empty(), "{:?}", run.skipped);
+    let ran: Vec<Config> = study::configs(&f);
+    for c in [
+        Config::BlindIsolation,
+        Config::CpuIdle,
+        Config::Guard,
+        Config::Freeze,
+        Config::BorrowIdle,
+    ] {
+        assert!(ran.contains(&c), "{c} did not run: {ran:?}");
+    }
+    for p in &f.points {
+        let r = &p.reps[0];
+        assert!(r.requests > 0, "{}: no requests", p.config);
+        // the LC's busy time comes from the LC line the kernel signal's writer fills
+        assert!(r.utilization.lc > 0.0, "{}: no LC utilization", p.config);
+        if p.config.has_batch() {
+            assert!(
+                r.batch_units_per_s.unwrap_or(0.0) > 0.0,
+                "{} · {:?}: the batch made no progress",
+                p.config,
+                p.batch
+            );
+        }
+        if p.config == Config::BorrowIdle {
+            assert!(
+                r.naps_per_s.unwrap_or(0.0) > 0.0,
+                "borrow idle never napped"
+            );
+        }
+    }
+    assert!(served_children_gone(), "the service was left running");
 }
 
 fn the_builtin_service_runs_as_an_external_process() {

@@ -11,6 +11,7 @@
 //! 7zz), whose progress is measured from outside (input bytes read, or CPU
 //! time from `schedstat`).
 
+pub mod java;
 pub mod kernel;
 pub mod program;
 pub mod region;
@@ -47,7 +48,10 @@ impl BatchProgram {
 
     /// Whether it checks the signal page (the Elfen configurations need it).
     pub fn checks(&self) -> bool {
-        matches!(self, BatchProgram::Kernel(_))
+        match self {
+            BatchProgram::Kernel(_) => true,
+            BatchProgram::Program(p) => p.checks(),
+        }
     }
 }
 

@@ -6,7 +6,10 @@
 //!
 //! - `xz`: bytes of input read (`/proc/<pid>/io` `rchar`) — compression
 //!   work done, slowed by memory interference like the real thing;
-//! - `stress-ng` and `7zz`: CPU time of the process tree (`schedstat`).
+//! - `stress-ng` and `7zz`: CPU time of the process tree (`schedstat`);
+//! - `lucene-index`, the Java batch job ([`super::java`]): the documents it
+//!   reports indexed. It is the one program here that checks (the Java
+//!   binding), so it also runs the Elfen configurations.
 
 use super::{BatchPlan, BatchRun, BatchSample, ThreadSample};
 use crate::error::{BenchError, Result};
@@ -17,6 +20,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 /// An unmodified batch program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -30,14 +35,19 @@ pub enum ProgramKind {
     /// `7zz b -mmt1`, 7-Zip's LZMA benchmark, memory-hungry (Debian `7zip`).
     #[serde(rename = "7zz")]
     SevenZip,
+    /// Lucene indexing of the corpus in Java (`elfen-lucene batch`),
+    /// instrumented with the Java binding's check.
+    #[serde(rename = "lucene-index")]
+    LuceneIndex,
 }
 
 impl ProgramKind {
     /// Every program.
-    pub const ALL: [ProgramKind; 3] = [
+    pub const ALL: [ProgramKind; 4] = [
         ProgramKind::Xz,
         ProgramKind::StressNg,
         ProgramKind::SevenZip,
+        ProgramKind::LuceneIndex,
     ];
 
     /// Its name in specs and results.
@@ -46,7 +56,14 @@ impl ProgramKind {
             ProgramKind::Xz => "xz",
             ProgramKind::StressNg => "stress-ng",
             ProgramKind::SevenZip => "7zz",
+            ProgramKind::LuceneIndex => "lucene-index",
         }
+    }
+
+    /// Whether it checks the signal page (and so runs the Elfen
+    /// configurations).
+    pub fn checks(self) -> bool {
+        self == ProgramKind::LuceneIndex
     }
 
     /// The Debian package that provides it.
@@ -55,6 +72,7 @@ impl ProgramKind {
             ProgramKind::Xz => "xz-utils",
             ProgramKind::StressNg => "stress-ng",
             ProgramKind::SevenZip => "7zip",
+            ProgramKind::LuceneIndex => crate::lc::lucene::SETUP,
         }
     }
 
@@ -62,6 +80,7 @@ impl ProgramKind {
     pub fn unit(self) -> &'static str {
         match self {
             ProgramKind::Xz => "bytes of input compressed",
+            ProgramKind::LuceneIndex => "documents indexed",
             _ => "ns of CPU time",
         }
     }
@@ -80,6 +99,7 @@ impl ProgramKind {
                 "--quiet",
             ],
             ProgramKind::SevenZip => &["7zz", "b", "-mmt1", "1000"],
+            ProgramKind::LuceneIndex => return super::java::argv(),
         };
         let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
         if self == ProgramKind::Xz {
@@ -90,6 +110,9 @@ impl ProgramKind {
 
     /// Checks that the program is installed.
     pub fn check(self) -> Result<()> {
+        if self == ProgramKind::LuceneIndex {
+            return super::java::check().map(|_| ());
+        }
         let exe = self.argv(Path::new(""))[0].clone();
         let found = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).any(|d| d.join(&exe).is_file()))
@@ -120,7 +143,7 @@ impl std::str::FromStr for ProgramKind {
             .ok_or_else(|| BenchError::Parse {
                 what: "program".into(),
                 given: s.into(),
-                expected: "xz, stress-ng or 7zz".into(),
+                expected: "xz, stress-ng, 7zz or lucene-index".into(),
             })
     }
 }
@@ -177,6 +200,17 @@ pub fn input_path(dir: &Path) -> PathBuf {
 pub struct ProgramProcess {
     kind: ProgramKind,
     children: Vec<Child>,
+    /// Per child, the documents it reported (the Java job).
+    reported: Vec<Arc<AtomicU64>>,
+    /// Per child, the tail of its stderr (the Java job).
+    stderr: Vec<Arc<Mutex<Vec<u8>>>>,
+    /// Per child, its temporary directory (the Java job), removed after
+    /// the children are killed.
+    tmp: Vec<super::java::JobTmp>,
+    /// A program that checks: the page and each child's batch lane, whose
+    /// batch line holds its naps and run time (the binding keeps them).
+    page: Option<elfen_shm::Page>,
+    lanes: Vec<Option<u32>>,
 }
 
 /// `rchar` of `/proc/<pid>/io`.
@@ -223,15 +257,52 @@ impl ProgramProcess {
         let mut me = ProgramProcess {
             kind,
             children: Vec::new(),
+            reported: Vec::new(),
+            stderr: Vec::new(),
+            tmp: Vec::new(),
+            page: None,
+            lanes: Vec::new(),
+        };
+        let page = match &plan.page {
+            Some(p) if kind.checks() => {
+                Some(elfen_shm::Page::attach(p, elfen_shm::Access::Observer)?)
+            }
+            _ => None,
         };
         for t in &plan.threads {
             let mut cmd = Command::new(&argv[0]);
             cmd.args(&argv[1..])
                 .process_group(0)
                 .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let (cpu, sched, procs) = (t.cpu, plan.sched, procs.clone());
+                .stdout(if kind.checks() {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stderr(if kind.checks() {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                // placed by the plan alone: no side CPUs to `taskset` to,
+                // no page unless the configuration attaches one
+                .env_remove("ELFEN_SIDE_CPUS")
+                .env_remove("ELFEN_PAGE")
+                .env_remove("ELFEN_LANE");
+            if kind == ProgramKind::LuceneIndex {
+                let tmp = super::java::JobTmp::create()?;
+                cmd.env("ELFEN_LUCENE_JAVA_OPTS", tmp.java_opts());
+                me.tmp.push(tmp);
+            }
+            // A program that checks attaches to its lane, and all of its
+            // threads (a JVM's compiler and collector too) stay on the lane's CPU.
+            let mut cpu = t.cpu;
+            if let (Some(pg), Some(lane)) = (&page, t.lane) {
+                cmd.env("ELFEN_PAGE", pg.path())
+                    .env("ELFEN_LANE", lane.to_string());
+                cpu = cpu.or(Some(pg.read_controller(lane)?.cpu));
+            }
+            let (cpu, sched, procs) = (cpu, plan.sched, procs.clone());
             // SAFETY: only async-signal-safe calls (sched_setaffinity,
             // sched_setscheduler, prctl, open, write, close) between fork and
             // exec; nothing allocates.
@@ -271,12 +342,69 @@ impl ProgramProcess {
                     Ok(())
                 });
             }
-            let child = cmd
+            let mut child = cmd
                 .spawn()
                 .map_err(|e| BenchError::Batch(format!("starting {:?}: {e}", argv.join(" "))))?;
+            if let Some(out) = child.stdout.take() {
+                me.reported.push(super::java::follow(out));
+            }
+            if let Some(err) = child.stderr.take() {
+                me.stderr.push(super::java::follow_stderr(err));
+            }
             me.children.push(child);
+            me.lanes.push(t.lane.filter(|_| page.is_some()));
         }
+        me.page = page;
+        me.wait_reporting()?;
         Ok(me)
+    }
+
+    /// A program that reports its progress (the Java job: JVM start,
+    /// corpus load, JIT) counts as started once every instance reported
+    /// work and then ran [`super::java::WARM_UP`] longer, so measured
+    /// windows see it working, not starting.
+    fn wait_reporting(&mut self) -> Result<()> {
+        if self.reported.is_empty() {
+            return Ok(());
+        }
+        let t0 = std::time::Instant::now();
+        let mut warm_from = None;
+        loop {
+            if self.reported.iter().all(|d| d.load(Relaxed) > 0) {
+                let since = *warm_from.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= super::java::WARM_UP {
+                    return Ok(());
+                }
+            }
+            if !self.alive() {
+                // let the stderr readers drain what it wrote last
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                return Err(BenchError::Batch(format!(
+                    "{} ({}) exited while starting; its stderr ends with:\n{}",
+                    self.kind,
+                    super::java::argv().join(" "),
+                    self.stderr_tail()
+                )));
+            }
+            if t0.elapsed() > super::java::START_TIMEOUT {
+                return Err(BenchError::Batch(format!(
+                    "{} reported no progress within {:?}; its stderr ends with:\n{}",
+                    self.kind,
+                    super::java::START_TIMEOUT,
+                    self.stderr_tail()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// The stderr tail of the first instance that wrote any.
+    fn stderr_tail(&self) -> String {
+        self.stderr
+            .iter()
+            .map(|t| super::java::tail_text(t))
+            .find(|t| !t.is_empty())
+            .unwrap_or_else(|| "(nothing)".into())
     }
 }
 
@@ -298,7 +426,8 @@ impl BatchRun for ProgramProcess {
         let threads = self
             .children
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 let pids = tree(c.id());
                 let (mut on, mut wait) = (0, 0);
                 for &p in &pids {
@@ -310,14 +439,28 @@ impl BatchRun for ProgramProcess {
                 }
                 let units = match self.kind {
                     ProgramKind::Xz => pids.iter().map(|&p| read_bytes(p)).sum(),
+                    ProgramKind::LuceneIndex => self.reported.get(i).map_or(0, |d| d.load(Relaxed)),
                     _ => on,
                 };
-                ThreadSample {
+                let mut t = ThreadSample {
                     units,
                     on_cpu_ns: on,
                     wait_ns: wait,
                     ..ThreadSample::default()
+                };
+                if let (Some(pg), Some(Some(lane))) = (&self.page, self.lanes.get(i)) {
+                    if let Ok(b) = pg.batch(*lane) {
+                        let ns = |ticks: u64| pg.clock().ticks_to_ns(ticks);
+                        t.naps = b.naps.load(Relaxed);
+                        t.wakes = b.wakes.load(Relaxed);
+                        t.run_ns = ns(b.run_ticks.load(Relaxed));
+                        t.corun_ns = ns(b.corun_ticks.load(Relaxed));
+                        // the JVM's other threads wait too: batch code's
+                        // execution is its run time, capped by CPU time
+                        t.wait_ns = 0;
+                    }
                 }
+                t
             })
             .collect();
         BatchSample { at_ns, threads }
@@ -332,6 +475,8 @@ impl Drop for ProgramProcess {
             }
             let _ = c.wait();
         }
+        // the children are gone: their temporary directories go too
+        self.tmp.clear();
     }
 }
 

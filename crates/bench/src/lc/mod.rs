@@ -5,7 +5,7 @@
 //! - [`builtin`]: the pointer-chase service in the harness's own process
 //!   (the default), or in its own process as `elfen serve` ([`serve`]);
 //! - [`external`]: any server started from a command line — `elfen serve`,
-//!   the Lucene search server, or one of yours.
+//!   the Lucene search server ([`lucene`]: `--lc lucene`), or one of yours.
 //!
 //! What the harness learns from a service is the same for all: its
 //! responses (service and queueing times, status), the request lane's
@@ -15,6 +15,7 @@
 pub mod builtin;
 pub mod chase;
 pub mod external;
+pub mod lucene;
 pub mod requests;
 pub mod serve;
 pub mod tasks;
@@ -72,6 +73,8 @@ pub struct Placement {
     pub page: Arc<Page>,
     /// The request lane's index.
     pub lane: u32,
+    /// The `elfen` executable (for `elfen serve`).
+    pub elfen_exe: std::path::PathBuf,
 }
 
 /// The port to use: the one asked for, or a free one.
@@ -99,8 +102,10 @@ pub enum Prepared {
 /// here), or checks an external service's port is free.
 pub fn prepare(spec: &BenchSpec) -> Result<Prepared> {
     match spec.lc.service {
-        ServiceKind::Builtin => Ok(Prepared::Builtin(builtin::bind(spec.port)?)),
-        ServiceKind::External => {
+        ServiceKind::Builtin if spec.lc.signal != LcSignal::Bpf => {
+            Ok(Prepared::Builtin(builtin::bind(spec.port)?))
+        }
+        ServiceKind::Builtin | ServiceKind::External => {
             let port = pick_port(spec.port)?;
             drop(builtin::bind(port)?);
             Ok(Prepared::External(port))
@@ -155,6 +160,20 @@ impl LcService for Spawned {
     }
 }
 
+/// The built-in service as its own process (`elfen serve` of this
+/// executable), for the kernel signal, which must tell the service's
+/// threads from the harness's.
+fn builtin_serve_command(exe: &std::path::Path, spec: &BenchSpec) -> String {
+    format!(
+        "{} serve --port {{port}} --cpu {{cpu}} --side-cpus {{side_cpus}} --page {{page}} \
+         --lane {{lane}} --signal {{lc_signal}} --side-fifo-priority 10 --working-set-kib {} \
+         --calibrate-ms {}",
+        exe.display(),
+        spec.chase.working_set_kib,
+        spec.chase.calibrate_ms
+    )
+}
+
 /// Starts the service `prepared` for, at `at`.
 pub fn start(
     spec: &BenchSpec,
@@ -180,15 +199,20 @@ pub fn start(
         }
         Prepared::External(port) => {
             let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+            let command = match (&spec.lc.command, spec.lc.service) {
+                (Some(c), ServiceKind::External) => c.clone(),
+                // the built-in service with the kernel signal: in its own process
+                _ => builtin_serve_command(&at.elfen_exe, spec),
+            };
             let launch = external::Launch {
-                command: spec.lc.command.clone().unwrap_or_default(),
+                command,
                 vars: vec![
                     ("port", port.to_string()),
                     ("page", at.page.path().display().to_string()),
                     ("lane", at.lane.to_string()),
                     ("cpu", at.request_cpu.to_string()),
                     ("side_cpus", elfen_topo::format_cpu_list(&at.side_cpus)),
-                    ("lc_signal", spec.lc.signal.name().to_string()),
+                    ("lc_signal", spec.lc.signal.service_mode().to_string()),
                 ],
                 startup_timeout: Duration::from_secs_f64(spec.lc.startup_timeout_s),
             };

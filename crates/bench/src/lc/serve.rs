@@ -75,7 +75,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             (LcSignal::Api, None) => {
                 anyhow::bail!("--signal api needs --page (or ELFEN_PAGE): the page to publish on")
             }
-            (LcSignal::None, _) => None,
+            (LcSignal::None | LcSignal::Bpf, _) => None,
         };
     let stop = elfen_cmd::interrupt::install();
     let svc = builtin::Service::start(

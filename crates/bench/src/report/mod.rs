@@ -5,6 +5,7 @@
 //! (written by `elfen sim`) are read the same way and drawn dashed next to
 //! measured ones.
 
+pub mod demand;
 pub mod plot;
 pub mod table;
 pub mod verdicts;
@@ -91,6 +92,14 @@ pub fn terminal_report(f: &ResultFile) -> String {
         let _ = writeln!(s, "{n}");
     }
     if let Some(r) = &f.run {
+        let _ = writeln!(
+            s,
+            "LC service: {} (signal: {}); requests: {}",
+            r.lc.service, r.lc.signal, r.lc.requests
+        );
+        if let Some(d) = demand::summary(f) {
+            let _ = writeln!(s, "{d}");
+        }
         for k in &r.skipped {
             let _ = writeln!(s, "skipped {}: {}", k.config, k.reason);
         }
@@ -200,8 +209,15 @@ fn results_section(md: &mut String, i: &Input) {
             (
                 "demand alone",
                 format!(
-                    "mean {:.0} us, p99 {:.0} us; capacity {:.0} rps",
-                    r.lc.demand_alone_mean_us, r.lc.demand_alone_p99_us, r.lc.capacity_rps
+                    "mean {:.0} us, p99 {:.0} us; capacity {:.0} rps{}",
+                    r.lc.demand_alone_mean_us,
+                    r.lc.demand_alone_p99_us,
+                    r.lc.capacity_rps,
+                    f.demand
+                        .as_ref()
+                        .and_then(demand::ms_line)
+                        .map(|l| format!("; share per 1 ms bucket: {l}"))
+                        .unwrap_or_default()
                 ),
             ),
             (

@@ -20,7 +20,8 @@ pub const FONT_CANDIDATES: [&str; 4] = [
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
 ];
 
-type PlotResult<T> = std::result::Result<T, String>;
+/// A plot, or why it could not be drawn.
+pub(crate) type PlotResult<T> = std::result::Result<T, String>;
 
 fn register_font() -> PlotResult<()> {
     static DONE: OnceLock<PlotResult<()>> = OnceLock::new();
@@ -310,14 +311,23 @@ pub fn draw_all(inputs: &[Input], out_dir: &Path) -> PlotResult<Vec<(String, Str
         .find(|i| i.file.source == Source::Measured)
         .or(inputs.first())
         .map(|i| &i.file);
-    // Figure 1: demand.
-    if let Some(d) = inputs.iter().find_map(|i| i.file.demand.as_ref()) {
+    // Figure 1: demand, log buckets, and per 1 ms bucket when it reaches 1 ms.
+    if let Some(f) = inputs.iter().map(|i| &i.file).find(|f| f.demand.is_some()) {
+        let d = f.demand.as_ref().expect("found with a demand");
+        let service = service_name(f);
         let name = "demand.png";
         demand_plot(&out_dir.join(name), d)?;
         out.push((
-            "Figure 1 — LC request demand, measured alone".to_string(),
+            format!("Figure 1 — LC request demand, measured alone ({service})"),
             name.to_string(),
         ));
+        let name = "demand_ms.png";
+        if super::demand::ms_plot(&out_dir.join(name), d, &service)? {
+            out.push((
+                format!("Figure 1 — share of requests per 1 ms of demand alone ({service})"),
+                name.to_string(),
+            ));
+        }
     }
     out.push(lc_alone_plot(inputs, first, out_dir)?);
     let mut ks: Vec<String> = Vec::new();
@@ -389,10 +399,29 @@ fn lc_alone_plot(
     let slo = first
         .and_then(study::slo_us)
         .map(|v| (v / 1e3, "SLO".to_string()));
+    // the knee: a vertical line through the latencies drawn
+    if let Some(k) = first.and_then(study::knee_rps) {
+        let ys = lat.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+        let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+        if lo <= hi {
+            lat.push(Series {
+                label: format!("knee {k:.0} rps"),
+                color: RGBColor(120, 120, 120),
+                dashed: true,
+                points: vec![(k, lo), (k, hi)],
+            });
+        }
+    }
+    let title = format!(
+        "LC alone: latency percentiles vs load (Figure 2){}",
+        first
+            .map(|f| format!(" — {}", service_name(f)))
+            .unwrap_or_default()
+    );
     draw_lines(
         &top,
         &Axes {
-            title: "LC alone: latency percentiles vs load (Figure 2)",
+            title: &title,
             x: "requests per second",
             y: "latency (ms, log)",
             log_x: false,
@@ -418,6 +447,31 @@ fn lc_alone_plot(
         "Figure 2 — LC alone: latency percentiles and utilization vs load".into(),
         name.into(),
     ))
+}
+
+/// The LC service of a result file, short: `built-in`, `Lucene`, or the
+/// external command's program name.
+pub fn service_name(f: &elfen_results::ResultFile) -> String {
+    let Some(r) = &f.run else {
+        return "simulated".into();
+    };
+    let s = &r.lc.service;
+    if let Some(cmd) = s.strip_prefix("external: ") {
+        let exe = cmd.split_whitespace().next().unwrap_or(cmd);
+        let name = Path::new(exe)
+            .file_name()
+            .map_or(exe.to_string(), |n| n.to_string_lossy().to_string());
+        return if name == "elfen-lucene" {
+            "Lucene (elfen-lucene)".into()
+        } else {
+            name
+        };
+    }
+    if s.starts_with("built-in") {
+        "built-in chase".into()
+    } else {
+        s.clone()
+    }
 }
 
 /// Figures 10/11 and 12 for batch program `k`: p99, utilization and batch

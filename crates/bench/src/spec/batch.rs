@@ -19,6 +19,8 @@ pub struct BatchSpec {
     pub cfs_quota_lanes: f64,
     /// `cfs_quota`: the CFS period, µs.
     pub cfs_period_us: u64,
+    /// `blind_isolation`: CPUs kept free of batch for the LC (PerfIso's B).
+    pub blind_buffer_cores: u32,
     /// How long each batch program runs alone (progress baseline), s.
     pub alone_s: f64,
     /// How long a freshly started batch process runs before the first
@@ -34,6 +36,7 @@ impl Default for BatchSpec {
             nap: NapChoice::Spin,
             cfs_quota_lanes: 0.5,
             cfs_period_us: 100_000,
+            blind_buffer_cores: 0,
             alone_s: 1.0,
             settle_ms: 50,
             stream_mib: 64,

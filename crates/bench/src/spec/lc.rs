@@ -27,6 +27,13 @@ pub enum LcSignal {
     /// Nobody in the service: an unmodified service (its busy time is then
     /// counted from the responses' service times).
     None,
+    /// The kernel: the service publishes nothing and the daemon's LC signal
+    /// writer (BPF on `sched_switch`, or its /proc poll fallback) writes
+    /// the request lane's LC line from which of the service's threads runs
+    /// on it — an unmodified service, as `elfen daemon` protects it. The
+    /// service runs in a process of its own (the built-in one as
+    /// `elfen serve`).
+    Bpf,
 }
 
 impl LcSignal {
@@ -35,7 +42,23 @@ impl LcSignal {
         match self {
             LcSignal::Api => "api",
             LcSignal::None => "none",
+            LcSignal::Bpf => "bpf",
         }
+    }
+
+    /// What the service itself is told to do: `api` or `none` (with the
+    /// kernel signal the service publishes nothing).
+    pub fn service_mode(self) -> &'static str {
+        match self {
+            LcSignal::Api => "api",
+            LcSignal::None | LcSignal::Bpf => "none",
+        }
+    }
+
+    /// Whether the page's LC line is written (by the service or the
+    /// kernel signal's writer).
+    pub fn writes_lc_line(self) -> bool {
+        self != LcSignal::None
     }
 }
 
@@ -84,6 +107,32 @@ impl Default for LcSpec {
 }
 
 impl LcSpec {
+    /// `--lc lucene`: the Lucene search service (`bindings/java/lucene`)
+    /// as an external process over an index of `copies` copies of the
+    /// corpus, publishing through the LC API, sent the tasks file's term
+    /// queries, with a start-up long enough for its index check and JIT
+    /// warm-up ([`crate::lc::lucene`]); its acceptor and dispatchers at
+    /// `SCHED_FIFO` `side_fifo` (the generator's priority).
+    pub fn lucene(copies: u32, side_fifo: u8) -> LcSpec {
+        LcSpec {
+            service: ServiceKind::External,
+            command: Some(crate::lc::lucene::command(copies, side_fifo)),
+            signal: LcSignal::Api,
+            requests: RequestsKind::TermQueries,
+            tasks_path: None,
+            startup_timeout_s: crate::lc::lucene::STARTUP_TIMEOUT_S,
+        }
+    }
+
+    /// Whether the service is the Lucene one (a Java writer of the page).
+    pub fn is_java(&self) -> bool {
+        self.service == ServiceKind::External
+            && self
+                .command
+                .as_deref()
+                .is_some_and(crate::lc::lucene::is_lucene)
+    }
+
     pub(super) fn validate(&self) -> Result<(), BenchError> {
         match (self.service, self.command.as_deref().map(str::trim)) {
             (ServiceKind::External, None | Some("")) => {

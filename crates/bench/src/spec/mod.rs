@@ -110,8 +110,9 @@ pub struct BenchSpec {
     pub configs: Vec<Config>,
     /// Batch kernels; every batch configuration runs once per kernel.
     pub kernels: Vec<KernelKind>,
-    /// Unmodified batch programs (`xz`, `stress-ng`, `7zz`); every
-    /// configuration that needs no checks runs once per program.
+    /// Batch programs (`xz`, `stress-ng`, `7zz`: unmodified, they run every
+    /// configuration that needs no checks; `lucene-index`, the Java batch
+    /// job, checks and runs them all), once per configuration.
     pub programs: Vec<ProgramKind>,
     /// Offered loads, requests per second; empty = derived from
     /// `rps_fractions` of the LC service's capacity measured alone.
@@ -191,7 +192,10 @@ pub struct BenchSpec {
 impl Default for BenchSpec {
     fn default() -> Self {
         BenchSpec {
-            configs: Config::ALL.into_iter().filter(|c| c.in_harness()).collect(),
+            configs: Config::ALL
+                .into_iter()
+                .filter(|c| c.in_default_sweep())
+                .collect(),
             kernels: vec![KernelKind::Stream, KernelKind::Matrix],
             programs: Vec::new(),
             rps: Vec::new(),
@@ -285,6 +289,22 @@ impl BenchSpec {
         self.programs = ps;
     }
 
+    /// Checks that every batch program is installed (at run time, before
+    /// any load; [`BenchSpec::validate`] checks the file alone).
+    pub fn check_programs(&self) -> Result<(), BenchError> {
+        for p in &self.programs {
+            p.check()?;
+        }
+        Ok(())
+    }
+
+    /// Whether a Java program writes the page (the Lucene service or the
+    /// Java batch job): Java cannot read the TSC, so the page counts
+    /// `CLOCK_MONOTONIC` ns whatever `page_clock` says.
+    pub fn has_java_writer(&self) -> bool {
+        self.lc.is_java() || self.programs.contains(&ProgramKind::LuceneIndex)
+    }
+
     /// Every batch program: the kernels, then the unmodified programs.
     pub fn batches(&self) -> Vec<BatchProgram> {
         self.kernels
@@ -321,11 +341,8 @@ impl BenchSpec {
         if self.configs.iter().any(|c| c.has_batch()) && self.batches().is_empty() {
             return Err(BenchError::Config(format!(
                 "kernels and programs are empty but batch configurations are selected; choose \
-                 kernels from {KERNEL_NAMES} or programs from xz, stress-ng, 7zz"
+                 kernels from {KERNEL_NAMES} or programs from xz, stress-ng, 7zz, lucene-index"
             )));
-        }
-        for p in &self.programs {
-            p.check()?;
         }
         for &r in &self.rps {
             check_rps(r)?;

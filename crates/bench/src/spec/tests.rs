@@ -42,10 +42,10 @@ fn names_parse_and_errors_list_the_valid_ones() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("doze") && e.contains("futex"), "{e}");
-    let s = BenchSpec::from_toml("configs = ['blind_isolation']").unwrap();
+    let s = BenchSpec::from_toml("configs = ['static_partition']").unwrap();
     let e = s.validate().unwrap_err().to_string();
     assert!(
-        e.contains("blind_isolation") && e.contains("elfen sim"),
+        e.contains("static_partition") && e.contains("elfen sim"),
         "{e}"
     );
 }

@@ -6,6 +6,7 @@ use super::invocation::check_stop;
 use super::rig::Rig;
 use crate::batch::{self, BatchPlan, BatchProgram, Start, ThreadPlan};
 use crate::error::Result;
+use crate::lc::requests::RequestSet;
 use crate::load::client::measure_demand;
 use crate::spec::{BenchSpec, RequestsKind};
 use elfen_cmd::proc::SchedClass;
@@ -65,6 +66,62 @@ pub fn demand_alone(rig: &Rig, stop: &AtomicBool) -> Result<DemandAlone> {
     })
 }
 
+/// What the run record notes of the demand alone: the share of requests
+/// per 1 ms bucket, exact from the service times (when the demand reaches
+/// 1 ms: the paper's Figure 1), and for query sets the shortest and the
+/// longest query with their terms.
+pub fn demand_notes(set: &RequestSet, demand_us: &[f64]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let n = demand_us.len();
+    if n == 0 {
+        return notes;
+    }
+    let mut per_ms: Vec<usize> = Vec::new();
+    for &d in demand_us {
+        let k = (d.max(0.0) / 1e3).floor() as usize;
+        if per_ms.len() <= k {
+            per_ms.resize(k + 1, 0);
+        }
+        per_ms[k] += 1;
+    }
+    if per_ms.len() > 1 {
+        let shares: Vec<String> = per_ms
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(k, c)| format!("[{k},{}) {:.2}%", k + 1, *c as f64 * 100.0 / n as f64))
+            .collect();
+        notes.push(format!(
+            "demand alone, share of requests per 1 ms bucket (Figure 1): {}",
+            shares.join(", ")
+        ));
+    }
+    if set.kind == RequestsKind::TermQueries && set.requests.len() == n {
+        let by = |cmp: fn(&f64, &f64) -> std::cmp::Ordering| {
+            (0..n).reduce(|a, b| {
+                if cmp(&demand_us[b], &demand_us[a]).is_lt() {
+                    b
+                } else {
+                    a
+                }
+            })
+        };
+        let (Some(lo), Some(hi)) = (by(f64::total_cmp), by(|a, b| b.total_cmp(a))) else {
+            return notes;
+        };
+        let term = |i: usize| String::from_utf8_lossy(&set.requests[i].payload).to_string();
+        notes.push(format!(
+            "demand alone: shortest query {:?} {:.1} us, longest {:?} {:.1} us ({:.0}x)",
+            term(lo),
+            demand_us[lo],
+            term(hi),
+            demand_us[hi],
+            demand_us[hi] / demand_us[lo].max(1e-3)
+        ));
+    }
+    notes
+}
+
 /// Units per second of `program` alone on the first batch lane (no load).
 pub fn batch_alone(
     spec: &BenchSpec,
@@ -104,4 +161,41 @@ pub fn batch_alone(
     let d = bp.sample().since(&s0);
     let secs = d.at_ns as f64 / 1e9;
     Ok(d.total().units as f64 / secs.max(1e-9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lc::requests::Request;
+
+    fn queries(terms: &[&str]) -> RequestSet {
+        RequestSet {
+            kind: RequestsKind::TermQueries,
+            requests: terms
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Request {
+                    arg: i as u64,
+                    payload: t.as_bytes().into(),
+                })
+                .collect(),
+            source: "test".into(),
+            note: None,
+        }
+    }
+
+    #[test]
+    fn demand_notes_give_shares_per_ms_and_the_extreme_queries() {
+        let set = queries(&["a", "b", "c", "d"]);
+        let n = demand_notes(&set, &[200.0, 2.0, 1500.0, 300.0]);
+        assert_eq!(n.len(), 2, "{n:?}");
+        assert!(n[0].ends_with("[0,1) 75.00%, [1,2) 25.00%"), "{}", n[0]);
+        assert!(
+            n[1].contains("\"b\" 2.0 us") && n[1].contains("\"c\" 1500.0 us"),
+            "{}",
+            n[1]
+        );
+        // all under 1 ms: no per-ms note
+        assert_eq!(demand_notes(&set, &[1.0, 2.0, 3.0, 4.0]).len(), 1);
+    }
 }

@@ -11,8 +11,18 @@
 //! | sched_idle | one per lane, request lane included, pinned | SCHED_IDLE | - | no |
 //! | cpuset | one per batch lane, unpinned | SCHED_OTHER | cpuset = batch lanes | no |
 //! | cfs_quota | one per lane, request lane included, pinned | SCHED_OTHER | CFS quota | no |
+//! | cpu_idle | one per lane, request lane included, pinned | SCHED_OTHER | `cpu.idle` = 1 | no |
+//! | guard | one per batch lane, pinned | SCHED_IDLE (+ a guard thread per batch lane) | - | no |
+//! | freeze | one per batch lane, pinned | SCHED_OTHER | freezer, frozen while the lane is busy | no |
+//! | blind_isolation | one per lane, unpinned | SCHED_OTHER | cpuset = all − LC-busy − B (frozen at none) | no |
 //! | Elfen (4) | one per batch lane, attached to it | SCHED_OTHER | - | every unit |
+//!
+//! Guards and the freezer are the daemon's own (`elfen_daemon::guard`,
+//! `elfen_daemon::freeze`), started with the batch process and stopped
+//! before it is killed, woken by the kernel signal's writer; their policy is
+//! borrow idle. Guards run at real-time priority below the generator's.
 
+use super::daemon_mode;
 use super::measure::{self, Measured, What};
 use super::plan::{self, PRESWEEP_ROUND};
 use super::rig::{self, Rig};
@@ -101,8 +111,23 @@ pub fn batch_plan(spec: &BenchSpec, rig: &Rig, config: Config, program: BatchPro
             .collect()
     };
     let (threads, sched) = match config {
-        Config::Naive | Config::CfsQuota => (pinned(l.all_cpus()), SchedClass::Other),
+        Config::Naive | Config::CfsQuota | Config::CpuIdle => {
+            (pinned(l.all_cpus()), SchedClass::Other)
+        }
         Config::SchedIdle => (pinned(l.all_cpus()), SchedClass::Idle),
+        Config::Guard => (pinned(l.batch_cpus.clone()), SchedClass::Idle),
+        Config::Freeze => (pinned(l.batch_cpus.clone()), SchedClass::Other),
+        // one per lane, free to move: blind isolation moves them by cpuset
+        Config::BlindIsolation => (
+            l.all_cpus()
+                .iter()
+                .map(|_| ThreadPlan {
+                    cpu: None,
+                    lane: None,
+                })
+                .collect(),
+            SchedClass::Other,
+        ),
         Config::Cpuset => (
             l.batch_cpus
                 .iter()
@@ -147,15 +172,20 @@ fn start_batch(
     program: BatchProgram,
     budget_us: Option<f64>,
 ) -> Result<Box<dyn BatchRun>> {
-    let policy = config
-        .policy()
-        .unwrap_or(elfen_policy::PolicyKind::Unmanaged);
+    let policy = config.policy().unwrap_or(if config.needs_lc_writer() {
+        elfen_policy::PolicyKind::BorrowIdle
+    } else {
+        elfen_policy::PolicyKind::Unmanaged
+    });
     let budget_ns = budget_us.map(|b| (b * 1e3).round() as u64).unwrap_or(0);
     rig::configure_page(rig, policy.id(), budget_ns, ctx.spec.batch.nap.id())?;
     let plan = batch_plan(ctx.spec, rig, config, program);
     let cgroup = match config {
         Config::Cpuset => rig.cgroups.cpuset.as_ref(),
         Config::CfsQuota => rig.cgroups.quota.as_ref(),
+        Config::CpuIdle => rig.cgroups.idle.as_ref(),
+        Config::Freeze => rig.cgroups.freezer.as_ref(),
+        Config::BlindIsolation => rig.cgroups.blind.as_ref(),
         _ => None,
     };
     let procs = cgroup.map(|g| rig.cgroups.procs_file(g)).transpose()?;
@@ -169,6 +199,9 @@ fn start_batch(
         Duration::from_secs(20),
     )?;
     bp.go();
+    if config.needs_lc_writer() {
+        return Ok(Box::new(daemon_mode::Managed::start(rig, config, bp)?));
+    }
     Ok(bp)
 }
 

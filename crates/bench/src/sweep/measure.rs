@@ -125,7 +125,9 @@ pub fn run_rep(
     };
     let window_s = (e1.at_ns - e0.at_ns) as f64 / 1e9;
     let lc_util = match spec.lc.signal {
-        LcSignal::Api => (e1.lc_busy_ns.saturating_sub(e0.lc_busy_ns)) as f64 / 1e9 / window_s,
+        LcSignal::Api | LcSignal::Bpf => {
+            (e1.lc_busy_ns.saturating_sub(e0.lc_busy_ns)) as f64 / 1e9 / window_s
+        }
         LcSignal::None => inv.window_service_ns as f64 / 1e9 / window_s,
     };
     let hz = proc::ticks_per_s();

@@ -26,6 +26,7 @@
 //!    point judged against it, and where the wall time went ([`wall`]).
 
 pub mod calibrate;
+pub mod daemon_mode;
 pub mod invocation;
 pub mod measure;
 pub mod plan;
@@ -132,6 +133,10 @@ impl Sweep<'_> {
             .say("measuring the demand alone (every request once, back to back) ...");
         let d = calibrate::demand_alone(&self.rig, self.stop)?;
         self.ctx_scale = d.work_scale;
+        for n in calibrate::demand_notes(&self.rig.set, &d.demand_us) {
+            self.progress.say(&format!("note: {n}"));
+            self.run_info().notes.push(n);
+        }
         let mut dd = latency_buckets();
         for &x in &d.demand_us {
             dd.record(x);
@@ -342,13 +347,17 @@ fn initial_run(spec: &BenchSpec, pf: &rig::Preflight) -> Run {
 pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     let spec = &opts.spec;
     spec.validate()?;
+    spec.check_programs()?;
     let wall = WallClock::start();
     let progress = Progress::new(opts.progress);
     let mut pf = rig::preflight(spec)?;
     // The sweep's own thread stays off the request lane, like the generator.
     let _pin = elfen_topo::PinGuard::with_cpus(&pf.rig.lanes.side_cpus)?;
     let prepared = pf.prepared.take().expect("prepared once");
-    rig::start_lc(spec, &mut pf.rig, prepared, stop)?;
+    rig::start_lc(spec, &mut pf.rig, prepared, &opts.worker_exe, stop)?;
+    if let Some(note) = rig::start_kernel_signal(spec, &mut pf.rig)? {
+        pf.notes.push(note);
+    }
     progress.say(&format!(
         "elfen bench: request lane cpu {}, batch lane(s) cpu {}, generator on cpu {}; LC: {}; {}",
         pf.rig.lanes.request_cpu,

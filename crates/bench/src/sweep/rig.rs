@@ -16,10 +16,12 @@ use crate::load::client::GeneratorPlace;
 use crate::spec::{BenchSpec, CgroupVersion, Config, PageClock};
 use elfen_cgroup::{CgroupError, Controller, Executor, Group, Hierarchy, Knob, Layout};
 use elfen_cmd::proc::SchedClass;
+use elfen_daemon::bell::Bell;
+use elfen_daemon::writer::{LcWriter, LcWriterHandle, WriterOptions};
 use elfen_results::Skipped;
 use elfen_shm::{Access, LaneSpec, Page, PageSpec, page_path};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 /// Where things run.
 #[derive(Debug, Clone)]
@@ -50,16 +52,24 @@ impl Lanes {
 /// The prefix of every cgroup the harness creates (`elfen-bench-<pid>-…`).
 pub const CGROUP_PREFIX: &str = "elfen-bench-";
 
-/// The batch cgroups of the baselines that need one, and the executor that
-/// wrote them (it removes them when dropped).
+/// The batch cgroups of the configurations that need one, and the
+/// executor that wrote them (it removes them when dropped; freezers share
+/// it while they run).
 #[derive(Debug, Default)]
 pub struct Cgroups {
     /// The executor (`None` when no configuration needs a cgroup).
-    pub executor: Option<Executor>,
+    pub executor: Option<Arc<Mutex<Executor>>>,
     /// `cpuset`: the batch lanes.
     pub cpuset: Option<Group>,
     /// `cfs_quota`: a CFS bandwidth quota.
     pub quota: Option<Group>,
+    /// `cpu_idle`: `cpu.idle` set.
+    pub idle: Option<Group>,
+    /// `freeze`: a freezer group.
+    pub freezer: Option<Group>,
+    /// `blind_isolation`: a group in the cpuset and freezer hierarchies
+    /// (its cpuset driven by blind isolation, frozen at zero CPUs).
+    pub blind: Option<Group>,
 }
 
 impl Cgroups {
@@ -68,7 +78,9 @@ impl Cgroups {
         let ex = self
             .executor
             .as_ref()
-            .expect("groups come with their executor");
+            .expect("groups come with their executor")
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let ctl = group.controllers()[0];
         Ok(ex
             .hierarchy()
@@ -77,9 +89,23 @@ impl Cgroups {
     }
 }
 
+/// The kernel signal (`lc.signal = "bpf"`): the daemon's LC signal writer
+/// on the service's process, and the bells it rings for guards and the
+/// freezer.
+pub struct KernelSignal {
+    /// The writer thread.
+    pub writer: LcWriterHandle,
+    /// Per batch lane: the bell of its guard (busy edges only).
+    pub guard_bells: Vec<(u32, Arc<Bell>)>,
+    /// The freezer's bell (every write of the LC line).
+    pub freeze_bell: Arc<Bell>,
+}
+
 /// Everything a sweep holds while it runs.
 pub struct Rig {
-    /// The LC service (dropped first).
+    /// The kernel signal's writer, when used (dropped first).
+    pub kernel: Option<KernelSignal>,
+    /// The LC service (dropped next).
     pub lc: Option<Box<dyn LcService>>,
     /// The baselines' cgroups.
     pub cgroups: Cgroups,
@@ -93,6 +119,8 @@ pub struct Rig {
     pub generator: GeneratorPlace,
     /// The input file of batch programs that read one.
     pub batch_input: std::path::PathBuf,
+    /// `blind_isolation`'s B.
+    pub blind_buffer_cores: u32,
 }
 
 impl Rig {
@@ -113,8 +141,10 @@ impl Rig {
 
 impl Drop for Rig {
     fn drop(&mut self) {
-        // The service first, then the cgroups (the executor removes the
-        // groups it created when dropped), then the page.
+        // The writer first, the service next, then the cgroups (the
+        // executor removes the groups it created when dropped), then the
+        // page.
+        drop(self.kernel.take());
         drop(self.lc.take());
         drop(self.cgroups.executor.take());
     }
@@ -137,6 +167,11 @@ pub struct Preflight {
 /// Pre-flight: every check that can fail before any load is sent.
 pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
     let mut notes = Vec::new();
+    if let (true, Some(c)) = (spec.lc.is_java(), spec.lc.command.as_deref()) {
+        // jar, corpus and index before anything starts: the server would
+        // otherwise build a missing index for minutes, or stop half-started
+        lc::lucene::preflight(c)?;
+    }
     let topo = elfen_topo::Topology::detect()?;
     let plan = elfen_topo::plan_pairs(&topo, spec.pairs.as_deref())?;
     let Some(pair) = plan.first().cloned() else {
@@ -167,7 +202,8 @@ pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
         request_lane,
         batch_lanes,
     };
-    let (cgroups, skipped) = make_cgroups(spec, &lanes)?;
+    let (cgroups, mut skipped) = make_cgroups(spec, &lanes)?;
+    skipped.extend(daemon_mode_skips(spec, &skipped));
     let set = requests::build(
         spec.lc.requests,
         &spec.demand,
@@ -199,6 +235,7 @@ pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
     }
     Ok(Preflight {
         rig: Rig {
+            kernel: None,
             lc: None,
             cgroups,
             page,
@@ -209,6 +246,7 @@ pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
             lanes,
             set: Arc::new(set),
             batch_input: batch_input(spec)?,
+            blind_buffer_cores: spec.batch.blind_buffer_cores,
         },
         prepared: Some(prepared),
         skipped,
@@ -239,6 +277,7 @@ pub fn start_lc(
     spec: &BenchSpec,
     rig: &mut Rig,
     prepared: lc::Prepared,
+    elfen_exe: &std::path::Path,
     stop: &AtomicBool,
 ) -> Result<()> {
     let svc = lc::start(
@@ -250,11 +289,68 @@ pub fn start_lc(
             side_sched: rig.generator.sched,
             page: rig.page.clone(),
             lane: rig.lanes.request_lane,
+            elfen_exe: elfen_exe.to_path_buf(),
         },
         stop,
     )?;
     rig.lc = Some(svc);
     Ok(())
+}
+
+/// With the kernel signal (`lc.signal = "bpf"`): starts the daemon's LC
+/// signal writer on the service's process — BPF on `sched_switch`, or its
+/// /proc poll fallback (said in the returned note) — writing the request
+/// lane's LC line, ringing the guards' and the freezer's bells. Below the
+/// generator's real-time priority, so it never delays a send.
+pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<String>> {
+    if spec.lc.signal != crate::spec::LcSignal::Bpf {
+        return Ok(None);
+    }
+    let pid = rig.lc().child_pid().ok_or_else(|| {
+        BenchError::Config("the kernel signal needs the LC service in a process of its own".into())
+    })?;
+    let io = |e: std::io::Error| BenchError::io("creating an eventfd", e);
+    let guard_bells: Vec<(u32, Arc<Bell>)> = rig
+        .lanes
+        .batch_lanes
+        .iter()
+        .map(|&l| Ok((l, Arc::new(Bell::busy_edges_only().map_err(io)?))))
+        .collect::<Result<_>>()?;
+    let freeze_bell = Arc::new(Bell::new().map_err(io)?);
+    let r = rig.lanes.request_lane;
+    let mut bells: Vec<(u32, Arc<Bell>)> = guard_bells
+        .iter()
+        .map(|(_, b)| (r, Arc::clone(b)))
+        .collect();
+    bells.push((r, Arc::clone(&freeze_bell)));
+    let priority = match rig.generator.sched {
+        SchedClass::Fifo(p) if p > 2 => p - 1,
+        _ => 0,
+    };
+    let opts = WriterOptions {
+        priority,
+        cpus: Some(rig.lanes.batch_cpus.clone()),
+        bells,
+        ..WriterOptions::default()
+    };
+    let writer = LcWriter::spawn(
+        Arc::clone(&rig.page),
+        &[(rig.lanes.request_cpu, r)],
+        elfen_daemon::lc::LcTarget::Pid(pid),
+        opts,
+    )
+    .map_err(|e| BenchError::Config(format!("the kernel signal (lc.signal = \"bpf\"): {e}")))?;
+    let note = format!(
+        "LC signal: the kernel ({}), written to the request lane by the daemon's writer; the \
+         service (pid {pid}) publishes nothing",
+        writer.source()
+    );
+    rig.kernel = Some(KernelSignal {
+        writer,
+        guard_bells,
+        freeze_bell,
+    });
+    Ok(Some(note))
 }
 
 /// The generator's class: SCHED_FIFO at `prio` where this process may use
@@ -276,8 +372,9 @@ fn generator_class(prio: u8) -> (SchedClass, String) {
         Ok(()) => (
             want,
             format!(
-                "{}: the load generator and the built-in service's dispatcher preempt batch work \
-                 on their CPU in every configuration",
+                "{}: the load generator and the LC service's dispatchers (the built-in service's; \
+                 an external one's when it sets them, as --side-fifo-priority does) preempt batch \
+                 work on their CPU in every configuration",
                 want.name()
             ),
         ),
@@ -306,14 +403,48 @@ fn not_permitted(e: &CgroupError) -> bool {
     }
 }
 
-/// Creates the cgroups of `cpuset` and `cfs_quota` if they run; where this
-/// process may not write cgroups (not root, no such controller) they are
-/// skipped with the reason.
+/// Which of the daemon's modes cannot run in this sweep, and why: guards
+/// and the freezer act on the kernel signal's busy edges, and guards run at
+/// real-time priority.
+fn daemon_mode_skips(spec: &BenchSpec, already: &[Skipped]) -> Vec<Skipped> {
+    let root = elfen_cmd::proc::is_root();
+    spec.configs
+        .iter()
+        .filter(|c| c.needs_lc_writer() && !already.iter().any(|s| s.config == **c))
+        .filter_map(|&config| {
+            let reason = if spec.lc.signal != crate::spec::LcSignal::Bpf {
+                "needs the kernel signal (--lc-signal bpf): it protects an unmodified LC service, \
+                 whose busy edges come from the kernel"
+            } else if config == Config::Guard && !root {
+                "needs real-time priority for its guard threads (run as root)"
+            } else {
+                return None;
+            };
+            Some(Skipped {
+                config,
+                reason: reason.into(),
+            })
+        })
+        .collect()
+}
+
+/// The configurations that run their batch in a cgroup of their own.
+const CGROUP_CONFIGS: [Config; 5] = [
+    Config::Cpuset,
+    Config::CfsQuota,
+    Config::CpuIdle,
+    Config::Freeze,
+    Config::BlindIsolation,
+];
+
+/// Creates the cgroups of `cpuset`, `cfs_quota`, `cpu_idle` and `freeze`
+/// if they run; where this process may not write cgroups (not root, no such
+/// controller) they are skipped with the reason.
 fn make_cgroups(spec: &BenchSpec, lanes: &Lanes) -> Result<(Cgroups, Vec<Skipped>)> {
     let wants = |c: Config| spec.configs.contains(&c);
     let mut cg = Cgroups::default();
     let mut skipped = Vec::new();
-    if !wants(Config::Cpuset) && !wants(Config::CfsQuota) {
+    if !CGROUP_CONFIGS.into_iter().any(wants) {
         return Ok((cg, skipped));
     }
     let root = spec.cgroup.root.clone();
@@ -326,10 +457,7 @@ fn make_cgroups(spec: &BenchSpec, lanes: &Lanes) -> Result<(Cgroups, Vec<Skipped
     let mut ex = match hier {
         Ok(h) => Executor::new(h).restore_on_drop(true),
         Err(e) => {
-            for c in [Config::Cpuset, Config::CfsQuota]
-                .into_iter()
-                .filter(|c| wants(*c))
-            {
+            for c in CGROUP_CONFIGS.into_iter().filter(|c| wants(*c)) {
                 skipped.push(Skipped {
                     config: c,
                     reason: format!("no usable cgroup hierarchy: {e}"),
@@ -340,45 +468,45 @@ fn make_cgroups(spec: &BenchSpec, lanes: &Lanes) -> Result<(Cgroups, Vec<Skipped
     };
     ex.remove_stale(CGROUP_PREFIX);
     let pid = std::process::id();
-    let mut attempt =
-        |config: Config, ctl: Controller, knob: Knob, ex: &mut Executor| -> Result<Option<Group>> {
-            let name = format!("{CGROUP_PREFIX}{pid}-{config}");
-            let made = ex
-                .create_group(&name, &[ctl])
-                .and_then(|g| ex.set(&g, knob).map(|_| g));
-            match made {
-                Ok(g) => Ok(Some(g)),
-                Err(e) if not_permitted(&e) => {
-                    skipped.push(Skipped {
-                        config,
-                        reason: format!("needs a writable cgroup (run as root): {e}"),
-                    });
-                    Ok(None)
-                }
-                Err(e) => Err(e.into()),
+    let mut attempt = |config: Config,
+                       ctl: &[Controller],
+                       knob: Option<Knob>,
+                       ex: &mut Executor|
+     -> Result<Option<Group>> {
+        if !wants(config) {
+            return Ok(None);
+        }
+        let name = format!("{CGROUP_PREFIX}{pid}-{config}");
+        let made = ex.create_group(&name, ctl).and_then(|g| match knob {
+            Some(k) => ex.set(&g, k).map(|_| g),
+            None => Ok(g),
+        });
+        match made {
+            Ok(g) => Ok(Some(g)),
+            Err(e) if not_permitted(&e) => {
+                skipped.push(Skipped {
+                    config,
+                    reason: format!("needs a writable cgroup (run as root): {e}"),
+                });
+                Ok(None)
             }
-        };
-    if wants(Config::Cpuset) {
-        cg.cpuset = attempt(
-            Config::Cpuset,
-            Controller::Cpuset,
-            Knob::CpusetCpus(lanes.batch_cpus.clone()),
-            &mut ex,
-        )?;
-    }
-    if wants(Config::CfsQuota) {
-        let q = (spec.batch.cfs_quota_lanes * spec.batch.cfs_period_us as f64).round() as u64;
-        cg.quota = attempt(
-            Config::CfsQuota,
-            Controller::Cpu,
-            Knob::CpuMax {
-                quota_us: Some(q.max(1000)),
-                period_us: spec.batch.cfs_period_us,
-            },
-            &mut ex,
-        )?;
-    }
-    cg.executor = Some(ex);
+            Err(e) => Err(e.into()),
+        }
+    };
+    let cpus = Knob::CpusetCpus(lanes.batch_cpus.clone());
+    cg.cpuset = attempt(Config::Cpuset, &[Controller::Cpuset], Some(cpus), &mut ex)?;
+    let q = (spec.batch.cfs_quota_lanes * spec.batch.cfs_period_us as f64).round() as u64;
+    let quota = Knob::CpuMax {
+        quota_us: Some(q.max(1000)),
+        period_us: spec.batch.cfs_period_us,
+    };
+    cg.quota = attempt(Config::CfsQuota, &[Controller::Cpu], Some(quota), &mut ex)?;
+    let idle = Some(Knob::CpuIdle(true));
+    cg.idle = attempt(Config::CpuIdle, &[Controller::Cpu], idle, &mut ex)?;
+    cg.freezer = attempt(Config::Freeze, &[Controller::Freezer], None, &mut ex)?;
+    let both = [Controller::Cpuset, Controller::Freezer];
+    cg.blind = attempt(Config::BlindIsolation, &both, None, &mut ex)?;
+    cg.executor = Some(Arc::new(Mutex::new(ex)));
     Ok((cg, skipped))
 }
 
@@ -421,7 +549,7 @@ fn open_page(spec: &BenchSpec, pair: &elfen_topo::Pair) -> Result<(Arc<Page>, u3
                 0,
             );
             ps.replace = true;
-            if spec.page_clock == PageClock::Monotonic {
+            if spec.page_clock == PageClock::Monotonic || spec.has_java_writer() {
                 ps.clock = Some(elfen_shm::Clock::MONOTONIC);
             }
             let page = Page::create(&path, &ps)?;

@@ -17,7 +17,8 @@ import java.util.List;
 /**
  * Pins the calling thread to CPUs: a foreign-function downcall to Linux {@code
  * sched_setaffinity(0, ...)}, where pid 0 means the calling thread (a Java platform thread is
- * one kernel thread). Needs {@code --enable-native-access=ALL-UNNAMED} to run without a
+ * one kernel thread); and sets its scheduling class ({@code sched_setscheduler(0, SCHED_FIFO,
+ * ...)}, {@link #setFifo}). Needs {@code --enable-native-access=ALL-UNNAMED} to run without a
  * warning.
  */
 public final class Affinity {
@@ -26,6 +27,8 @@ public final class Affinity {
   private static final StructLayoutHolder ERRNO = new StructLayoutHolder();
   private static final MethodHandle SET;
   private static final MethodHandle GETTID;
+  private static final MethodHandle SETSCHED;
+  private static final int SCHED_FIFO = 1;
 
   static {
     var lookup = LINKER.defaultLookup();
@@ -34,6 +37,9 @@ public final class Affinity {
         ERRNO.option);
     GETTID = LINKER.downcallHandle(lookup.find("gettid").orElseThrow(),
         FunctionDescriptor.of(ValueLayout.JAVA_INT));
+    SETSCHED = LINKER.downcallHandle(lookup.find("sched_setscheduler").orElseThrow(),
+        FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.ADDRESS),
+        ERRNO.option);
   }
 
   /** The captured-errno layout and its accessor. */
@@ -97,6 +103,43 @@ public final class Affinity {
       throw e;
     } catch (Throwable t) {
       throw new IllegalStateException("sched_setaffinity downcall failed", t);
+    }
+  }
+
+  /**
+   * Puts the calling thread in {@code SCHED_FIFO} at {@code priority} (1..99).
+   *
+   * @return null when done, else why not (e.g. {@code errno 1 (EPERM): needs CAP_SYS_NICE})
+   */
+  public static String setFifo(int priority) {
+    if (priority < 1 || priority > 99) {
+      throw new IllegalArgumentException("SCHED_FIFO priority " + priority + " not in 1..99");
+    }
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment param = arena.allocate(ValueLayout.JAVA_INT);
+      param.set(ValueLayout.JAVA_INT, 0, priority);
+      MemorySegment state = arena.allocate(ERRNO.layout);
+      int rc = (int) SETSCHED.invokeExact(state, 0, SCHED_FIFO, param);
+      if (rc == 0) {
+        return null;
+      }
+      int errno = (int) ERRNO.errno.get(state, 0L);
+      return "errno " + errno + (errno == 1 ? " (EPERM): needs CAP_SYS_NICE" : "");
+    } catch (RuntimeException e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException("sched_setscheduler downcall failed", t);
+    }
+  }
+
+  /** The calling thread's scheduling policy as the kernel reports it (0 other, 1 FIFO, ...). */
+  public static int currentPolicy() {
+    try {
+      String stat = Files.readString(Path.of("/proc/thread-self/stat"));
+      String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+      return Integer.parseInt(f[41 - 3]); // field 41 (policy); fields counted from 1, 3 is state
+    } catch (IOException | RuntimeException e) {
+      return -1;
     }
   }
 

@@ -6,9 +6,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Finds the query file {@value #TASKS} of luceneutil. It ships with the project (the
- * repository's data directory, or {@code shared/data} beside the checkout); {@code
- * ELFEN_DATA_DIR} names the directory explicitly.
+ * Finds the query file {@value #TASKS} of luceneutil. It ships with the repository, in
+ * {@code data/luceneutil} (Apache-2.0, attribution in its README); {@code ELFEN_DATA_DIR} names
+ * another directory explicitly.
  */
 public final class DataDir {
   /** The file name of the query file. */
@@ -21,13 +21,9 @@ public final class DataDir {
     List<Path> out = new ArrayList<>();
     Path repo = repoRoot();
     if (repo != null) {
-      out.add(repo.resolve("testdata").resolve("lucene"));
-      out.add(repo.resolve("testdata"));
-      out.add(repo.resolve("data"));
-      out.add(repo.resolve("..").resolve("shared").resolve("data").normalize());
+      out.add(repo.resolve("data").resolve("luceneutil"));
     }
-    out.add(Path.of("testdata", "lucene").toAbsolutePath());
-    out.add(Path.of("data").toAbsolutePath());
+    out.add(Path.of("data", "luceneutil").toAbsolutePath());
     return out;
   }
 

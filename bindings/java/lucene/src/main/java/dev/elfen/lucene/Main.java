@@ -17,6 +17,7 @@ public final class Main {
         serve     the LC search server (docs/lc-protocol.md)
                     --port N (ELFEN_PORT)  --cpu LIST (ELFEN_CPU)  --side-cpus LIST (ELFEN_SIDE_CPUS)
                     --lc-signal api|none (ELFEN_LC_SIGNAL)  --page PATH (ELFEN_PAGE)  --lane N (ELFEN_LANE)
+                    --side-fifo-priority N (ELFEN_SIDE_FIFO_PRIORITY, 0): acceptor and dispatchers SCHED_FIFO
                     --warmup-rounds N (20)  --exact-total-hits true|false (true)
         index     build the index if it is missing (--rebuild: build it again)
         queries   print the term queries of the tasks file: index, kind, term, freq (tab-separated)
@@ -161,6 +162,10 @@ public final class Main {
     String side = o.get("side-cpus", "ELFEN_SIDE_CPUS");
     List<Integer> workerCpus = cpu == null ? null : Affinity.parseCpus(cpu);
     List<Integer> sideCpus = side == null ? null : Affinity.parseCpus(side);
+    int sideFifo = o.getInt("side-fifo-priority", "ELFEN_SIDE_FIFO_PRIORITY", 0);
+    if (sideFifo < 0 || sideFifo > 99) {
+      throw new IllegalArgumentException("--side-fifo-priority must be 0 (off) or 1..99, got " + sideFifo);
+    }
     for (String w : Jvm.latencyWarnings()) {
       log.println("serve: warning: " + w);
     }
@@ -180,7 +185,7 @@ public final class Main {
     boolean exact = Boolean.parseBoolean(o.get("exact-total-hits", null, "true"));
     Search search = new Search(idx.reader(), exact);
     Server server = new Server(listener, search,
-        new Server.Config(workerCpus, sideCpus, () -> LcSignal.open(mode, page, lane), log));
+        new Server.Config(workerCpus, sideCpus, () -> LcSignal.open(mode, page, lane), log, sideFifo));
     int rounds = o.getInt("warmup-rounds", null, 20);
     long tw = System.nanoTime();
     server.startWorker(() -> warmUp(search, tasks.queries(), rounds, log));

@@ -32,8 +32,18 @@ import java.util.function.Supplier;
  * then, so the harness sees the service ready only once everything is warm.
  */
 public final class Server implements AutoCloseable {
-  /** Where threads run and what the worker publishes. */
-  public record Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log) {}
+  /**
+   * Where threads run and what the worker publishes; {@code sideFifoPriority} > 0 puts the
+   * acceptor and the dispatchers in {@code SCHED_FIFO} at that priority, so batch work sharing
+   * their CPUs cannot delay a request's arrival at the queue (0: they stay {@code SCHED_OTHER}).
+   */
+  public record Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log,
+      int sideFifoPriority) {
+    /** Side threads at {@code SCHED_OTHER}. */
+    public Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log) {
+      this(workerCpus, sideCpus, signal, log, 0);
+    }
+  }
 
   /** A work request waiting in the queue. */
   private record Job(Conn conn, long id, String term, long arrivedNs) {}
@@ -50,6 +60,7 @@ public final class Server implements AutoCloseable {
   private volatile Throwable workerFailure;
   private volatile String signalDescription = "not attached";
   private volatile boolean stopping;
+  private final java.util.concurrent.atomic.AtomicBoolean fifoWarned = new java.util.concurrent.atomic.AtomicBoolean();
   private Thread worker;
   private Thread acceptor;
 
@@ -113,6 +124,13 @@ public final class Server implements AutoCloseable {
   private void pinSide() {
     if (cfg.sideCpus() != null) {
       Affinity.pinCurrentThread(cfg.sideCpus());
+    }
+    if (cfg.sideFifoPriority() > 0) {
+      String refused = Affinity.setFifo(cfg.sideFifoPriority());
+      if (refused != null && !fifoWarned.getAndSet(true)) {
+        cfg.log().println("serve: warning: SCHED_FIFO " + cfg.sideFifoPriority() + " for the acceptor and"
+            + " dispatchers refused (" + refused + "): they run SCHED_OTHER");
+      }
     }
   }
 

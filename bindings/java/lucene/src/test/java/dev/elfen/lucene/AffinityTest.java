@@ -34,4 +34,24 @@ class AffinityTest {
     assertEquals(before, Affinity.currentCpus());
     assertTrue(Affinity.tid() > 0);
   }
+
+  @Test
+  void setsFifoOnTheCallingThreadWhenPermitted() throws InterruptedException {
+    AtomicReference<String> refused = new AtomicReference<>();
+    AtomicReference<Integer> policy = new AtomicReference<>();
+    Thread t = new Thread(() -> {
+      refused.set(Affinity.setFifo(1));
+      policy.set(Affinity.currentPolicy());
+    });
+    t.start();
+    t.join();
+    if (refused.get() != null) {
+      System.out.println("skipped: SCHED_FIFO refused here (" + refused.get() + ")");
+      assertEquals(0, policy.get());
+    } else {
+      assertEquals(1, policy.get());
+    }
+    assertEquals(0, Affinity.currentPolicy(), "only the calling thread changes");
+    assertThrows(IllegalArgumentException.class, () -> Affinity.setFifo(0));
+  }
 }
