@@ -24,6 +24,7 @@
 
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
+use crate::worker::Worker;
 use elfen_bpf::SlotReader;
 use elfen_cgroup::{Executor, Group, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
@@ -32,7 +33,6 @@ use serde::Serialize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// What the batch group should be given.
@@ -173,9 +173,8 @@ pub struct BlindReport {
 /// A running controller.
 #[derive(Debug)]
 pub struct BlindHandle {
-    stop: Arc<AtomicBool>,
+    worker: Worker<BlindReport>,
     changes: Arc<AtomicU64>,
-    thread: Option<JoinHandle<BlindReport>>,
 }
 
 impl BlindHandle {
@@ -186,27 +185,14 @@ impl BlindHandle {
 
     /// Whether the thread still runs.
     pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        self.worker.is_running()
     }
 
     /// Stops the controller — it gives the group every CPU back and thaws
     /// it (the executor restores the original values later, with everything
     /// else it recorded) — and returns its report.
-    pub fn stop(mut self) -> BlindReport {
-        self.stop.store(true, Relaxed);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for BlindHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) -> BlindReport {
+        self.worker.stop().unwrap_or_default()
     }
 }
 
@@ -225,26 +211,27 @@ impl Blind {
         executor: Arc<Mutex<Executor>>,
         opts: BlindOptions,
     ) -> Result<BlindHandle, DaemonError> {
-        let stop = Arc::new(AtomicBool::new(false));
         let changes = Arc::new(AtomicU64::new(0));
-        let (s2, c2) = (Arc::clone(&stop), Arc::clone(&changes));
-        let thread = std::thread::Builder::new()
-            .name("elfen-blind".into())
-            .spawn(move || {
+        let c2 = Arc::clone(&changes);
+        let (worker, ()) = Worker::start(
+            "elfen-blind",
+            None,
+            move || {
                 if let Some(c) = &opts.thread_cpus {
-                    let _ = elfen_topo::set_current_affinity(c);
+                    elfen_topo::set_current_affinity(c)
+                        .map_err(|e| DaemonError::thread("blind isolation", e.to_string()))?;
                 }
                 if opts.priority > 0 {
-                    let _ = set_sched(0, SchedClass::Fifo(opts.priority));
+                    set_sched(0, SchedClass::Fifo(opts.priority)).map_err(|e| {
+                        DaemonError::os("setting the blind-isolation thread to SCHED_FIFO", e)
+                    })?;
                 }
-                run(&slots, cpus, &group, &executor, &opts, &s2, &c2)
-            })
-            .map_err(|e| DaemonError::os("starting the blind-isolation thread", e))?;
-        Ok(BlindHandle {
-            stop,
-            changes,
-            thread: Some(thread),
-        })
+                Ok((opts, ()))
+            },
+            move |opts, stop| run(&slots, cpus, &group, &executor, &opts, stop, &c2),
+            BlindReport::default,
+        )?;
+        Ok(BlindHandle { worker, changes })
     }
 }
 

@@ -19,6 +19,7 @@
 use crate::bell::Bell;
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
+use crate::worker::Worker;
 use elfen_cgroup::{Executor, FreezerState, Group, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
 use elfen_policy::{Decision, Observation, Policy, PolicyConfig};
@@ -26,9 +27,7 @@ use elfen_shm::{Page, state};
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
-use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How a freezer runs.
@@ -70,9 +69,7 @@ pub struct FreezeReport {
 /// A running freezer.
 #[derive(Debug)]
 pub struct FreezerHandle {
-    stop: Arc<AtomicBool>,
-    bell: Arc<Bell>,
-    thread: Option<JoinHandle<FreezeReport>>,
+    worker: Worker<FreezeReport>,
 }
 
 /// A freezer thread (see the module docs).
@@ -93,79 +90,39 @@ impl Freezer {
         for &l in &lanes {
             page.lc(l)?;
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s2, b2) = (Arc::clone(&stop), Arc::clone(&bell));
-        let (tx, rx) = channel::<Result<(), DaemonError>>();
-        let thread = std::thread::Builder::new()
-            .name("elfen-freezer".into())
-            .spawn(move || {
-                let setup = (|| {
-                    if let Some(c) = &opts.cpus {
-                        elfen_topo::set_current_affinity(c)
-                            .map_err(|e| DaemonError::thread("freezer", e.to_string()))?;
-                    }
-                    if opts.priority > 0 {
-                        set_sched(0, SchedClass::Fifo(opts.priority))
-                            .map_err(|e| DaemonError::os("setting the freezer to SCHED_FIFO", e))?;
-                    }
-                    Policy::new(opts.policy)
-                        .map_err(|e| DaemonError::thread("freezer", e.to_string()))
-                })();
-                match setup {
-                    Ok(p) => {
-                        let _ = tx.send(Ok(()));
-                        let mut f = State::new(page, lanes, group, executor, p, opts);
-                        f.run(&b2, &s2)
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        FreezeReport::default()
-                    }
+        let b2 = Arc::clone(&bell);
+        let (worker, ()) = Worker::start(
+            "elfen-freezer",
+            Some(bell),
+            move || {
+                if let Some(c) = &opts.cpus {
+                    elfen_topo::set_current_affinity(c)
+                        .map_err(|e| DaemonError::thread("freezer", e.to_string()))?;
                 }
-            })
-            .map_err(|e| DaemonError::os("starting the freezer thread", e))?;
-        match rx.recv() {
-            Ok(Ok(())) => Ok(FreezerHandle {
-                stop,
-                bell,
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => {
-                let _ = thread.join();
-                Err(DaemonError::thread("freezer", "ended before it started"))
-            }
-        }
+                if opts.priority > 0 {
+                    set_sched(0, SchedClass::Fifo(opts.priority))
+                        .map_err(|e| DaemonError::os("setting the freezer to SCHED_FIFO", e))?;
+                }
+                let p = Policy::new(opts.policy)
+                    .map_err(|e| DaemonError::thread("freezer", e.to_string()))?;
+                Ok((State::new(page, lanes, group, executor, p, opts), ()))
+            },
+            move |mut f, stop| f.run(&b2, stop),
+            FreezeReport::default,
+        )?;
+        Ok(FreezerHandle { worker })
     }
 }
 
 impl FreezerHandle {
     /// Stops the freezer (thawing the group) and returns its report.
-    pub fn stop(mut self) -> FreezeReport {
-        self.stop.store(true, Relaxed);
-        self.bell.ring();
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+    pub fn stop(self) -> FreezeReport {
+        self.worker.stop().unwrap_or_default()
     }
 
     /// Whether the thread still runs.
     pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
-    }
-}
-
-impl Drop for FreezerHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        self.bell.ring();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.worker.is_running()
     }
 }
 

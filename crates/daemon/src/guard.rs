@@ -28,6 +28,7 @@
 
 use crate::bell::Bell;
 use crate::error::DaemonError;
+use crate::worker::Worker;
 use elfen_cmd::proc::{SchedClass, gettid, set_sched};
 use elfen_runtime::{BatchOptions, BatchStats, BatchThread, NapChoice};
 use elfen_shm::{Page, state};
@@ -36,8 +37,6 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::mpsc::channel;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How a guard runs.
@@ -136,9 +135,7 @@ pub struct GuardReport {
 /// A running guard.
 #[derive(Debug)]
 pub struct GuardHandle {
-    stop: Arc<AtomicBool>,
-    bell: Arc<Bell>,
-    thread: Option<JoinHandle<GuardReport>>,
+    worker: Worker<GuardReport>,
     tid: u32,
     lane: u32,
     describe: String,
@@ -160,49 +157,29 @@ impl Guard {
         bell: Arc<Bell>,
         opts: GuardOptions,
     ) -> Result<GuardHandle, DaemonError> {
-        let stop = Arc::new(AtomicBool::new(false));
         let occupations = Arc::new(AtomicU64::new(0));
         let occupied_ns = Arc::new(AtomicU64::new(0));
-        let (tx, rx) = channel::<Result<(u32, String), DaemonError>>();
-        let (s2, b2) = (Arc::clone(&stop), Arc::clone(&bell));
         let counters = (Arc::clone(&occupations), Arc::clone(&occupied_ns));
-        let thread = std::thread::Builder::new()
-            .name(format!("elfen-guard-{lane}"))
-            .spawn(move || {
-                let mut bt = match attach(page, lane, opts) {
-                    Ok(bt) => bt,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return GuardReport::default();
-                    }
-                };
-                let _ = tx.send(Ok((gettid(), bt.describe())));
-                run(&mut bt, &b2, opts, &s2, &counters)
-            })
-            .map_err(|e| DaemonError::os("starting a guard thread", e))?;
-        match rx.recv() {
-            Ok(Ok((tid, describe))) => Ok(GuardHandle {
-                stop,
-                bell,
-                thread: Some(thread),
-                tid,
-                lane,
-                describe,
-                occupations,
-                occupied_ns,
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => {
-                let _ = thread.join();
-                Err(DaemonError::thread(
-                    format!("guard lane {lane}"),
-                    "ended before it started",
-                ))
-            }
-        }
+        let b2 = Arc::clone(&bell);
+        let (worker, (tid, describe)) = Worker::start(
+            &format!("elfen-guard-{lane}"),
+            Some(bell),
+            move || {
+                let bt = attach(page, lane, opts)?;
+                let info = (gettid(), bt.describe());
+                Ok((bt, info))
+            },
+            move |mut bt, stop| run(&mut bt, &b2, opts, stop, &counters),
+            GuardReport::default,
+        )?;
+        Ok(GuardHandle {
+            worker,
+            tid,
+            lane,
+            describe,
+            occupations,
+            occupied_ns,
+        })
     }
 }
 
@@ -339,28 +316,13 @@ impl GuardHandle {
 
     /// Whether the thread still runs.
     pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        self.worker.is_running()
     }
 
     /// Stops the guard and returns its report. A guard occupying the lane
     /// stops when the request lane's LC line goes idle: stop the writer
     /// first (its LC lines end their requests when it stops).
-    pub fn stop(mut self) -> GuardReport {
-        self.stop.store(true, Relaxed);
-        self.bell.ring();
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for GuardHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        self.bell.ring();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) -> GuardReport {
+        self.worker.stop().unwrap_or_default()
     }
 }

@@ -22,7 +22,8 @@
 //!
 //! Modules: [`config`] (the file), [`plan`] (every check before anything
 //! is applied), [`lc`] (discovery), [`writer`], [`bell`], [`guard`],
-//! [`freeze`], [`batch`] (groups, commands, SCHED_IDLE), [`daemon`] (the
+//! [`freeze`], [`blind`], [`worker`] (how each of those threads starts and
+//! stops), [`batch`] (groups, commands, SCHED_IDLE), [`daemon`] (the
 //! run), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC
 //! service and spinner), [`cli`].
 #![deny(missing_docs)]
@@ -41,6 +42,7 @@ pub mod lc;
 pub mod measure;
 pub mod metrics;
 pub mod plan;
+pub mod worker;
 pub mod writer;
 
 pub use bell::Bell;

@@ -20,15 +20,15 @@ use crate::bell::Bell;
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
 use crate::lc::{Discovery, DiscoveryOptions, LcTarget, Notice};
+use crate::worker::Worker;
 use elfen_bpf::{LcEvent, Options, SlotReader, Source};
 use elfen_cmd::proc::{SchedClass, gettid, set_sched};
 use elfen_runtime::LcLane;
 use elfen_shm::Page;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How the writer runs.
@@ -107,8 +107,7 @@ pub struct LcWriter;
 /// open requests, so nothing waits on a busy lane).
 #[derive(Debug)]
 pub struct LcWriterHandle {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<WriterReport, DaemonError>>>,
+    worker: Worker<Result<WriterReport, DaemonError>>,
     stats: Arc<WriterStats>,
     source: String,
     bpf: bool,
@@ -144,36 +143,43 @@ impl LcWriter {
         target: LcTarget,
         opts: WriterOptions,
     ) -> Result<LcWriterHandle, DaemonError> {
-        let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(WriterStats::default());
         let lc_pids = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = channel::<Result<Started, DaemonError>>();
         let lanes = lanes.to_vec();
-        let (s2, st2, p2) = (Arc::clone(&stop), Arc::clone(&stats), Arc::clone(&lc_pids));
-        let thread = std::thread::Builder::new()
-            .name("elfen-lc-writer".into())
-            .spawn(move || run(page, lanes, target, opts, s2, st2, p2, tx))
-            .map_err(|e| DaemonError::os("starting the LC writer thread", e))?;
-        match rx.recv() {
-            Ok(Ok(s)) => Ok(LcWriterHandle {
-                stop,
-                thread: Some(thread),
-                stats,
-                source: s.source,
-                bpf: s.bpf,
-                tid: s.tid,
-                slots: s.slots,
-                lc_pids,
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => Err(match thread.join() {
-                Ok(Err(e)) => e,
-                _ => DaemonError::thread("lc writer", "ended before it started"),
-            }),
-        }
+        let (st2, p2) = (Arc::clone(&stats), Arc::clone(&lc_pids));
+        let (worker, s) = Worker::start(
+            "elfen-lc-writer",
+            None,
+            move || {
+                let mut notes = Vec::new();
+                let (src, lanes, disc) = setup(&page, &lanes, target, &opts, &mut notes)?;
+                let started = Started {
+                    source: src.describe(),
+                    bpf: src.is_bpf(),
+                    tid: gettid(),
+                    slots: src.slots().clone(),
+                };
+                let running = Running {
+                    src,
+                    lanes,
+                    disc,
+                    notes,
+                    opts,
+                };
+                Ok((running, started))
+            },
+            move |r, stop| run(r, stop, &st2, &p2),
+            || Ok(WriterReport::default()),
+        )?;
+        Ok(LcWriterHandle {
+            worker,
+            stats,
+            source: s.source,
+            bpf: s.bpf,
+            tid: s.tid,
+            slots: s.slots,
+            lc_pids,
+        })
     }
 }
 
@@ -210,27 +216,15 @@ impl LcWriterHandle {
 
     /// Whether the thread still runs (it ends only on stop or an error).
     pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        self.worker.is_running()
     }
 
     /// Stops the thread (within `max_wait`), ends open requests on its LC
     /// lines and returns its report, or the error that stopped it.
-    pub fn stop(mut self) -> Result<WriterReport, DaemonError> {
-        self.stop.store(true, Relaxed);
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => Err(DaemonError::thread("lc writer", "panicked")),
-            None => Err(DaemonError::thread("lc writer", "already stopped")),
-        }
-    }
-}
-
-impl Drop for LcWriterHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) -> Result<WriterReport, DaemonError> {
+        self.worker
+            .stop()
+            .unwrap_or_else(|| Err(DaemonError::thread("lc writer", "panicked")))
     }
 }
 
@@ -280,32 +274,29 @@ fn setup(
     Ok((src, out, disc))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run(
-    page: Arc<Page>,
-    lanes: Vec<(u32, u32)>,
-    target: LcTarget,
+/// The writer's state once its source is open and its lanes attached.
+struct Running {
+    src: Source,
+    lanes: Vec<Lane>,
+    disc: Discovery,
+    notes: Vec<Notice>,
     opts: WriterOptions,
-    stop: Arc<AtomicBool>,
-    stats: Arc<WriterStats>,
-    lc_pids: Arc<Mutex<Vec<u32>>>,
-    started: Sender<Result<Started, DaemonError>>,
+}
+
+fn run(
+    r: Running,
+    stop: &AtomicBool,
+    stats: &WriterStats,
+    lc_pids: &Mutex<Vec<u32>>,
 ) -> Result<WriterReport, DaemonError> {
-    let mut notes = Vec::new();
-    let (mut src, mut lanes, mut disc) = match setup(&page, &lanes, target, &opts, &mut notes) {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = started.send(Err(e));
-            return Ok(WriterReport::default());
-        }
-    };
+    let Running {
+        mut src,
+        mut lanes,
+        mut disc,
+        mut notes,
+        opts,
+    } = r;
     let slots = src.slots().clone();
-    let _ = started.send(Ok(Started {
-        source: src.describe(),
-        bpf: src.is_bpf(),
-        tid: gettid(),
-        slots: slots.clone(),
-    }));
     let notify = |n: Notice| match &opts.notices {
         Some(tx) => {
             let _ = tx.send(n);
@@ -339,7 +330,7 @@ fn run(
                 let _ = wake.record(woke_ns - e.time_ns);
             }
             if let Some(l) = lanes.iter_mut().find(|l| l.cpu == e.cpu) {
-                set_busy(l, e.busy, e.time_ns, &stats);
+                set_busy(l, e.busy, e.time_ns, stats);
             }
         }
         for l in lanes.iter_mut() {
@@ -347,7 +338,7 @@ fn run(
                 slots.lc_busy(l.cpu) || slots.snapshot(l.cpu).is_ok_and(|s| disc.runs_lc(&s));
             if busy != l.lc.is_busy() {
                 stats.reconciled.fetch_add(1, Relaxed);
-                set_busy(l, busy, elfen_shm::clock::monotonic_ns(), &stats);
+                set_busy(l, busy, elfen_shm::clock::monotonic_ns(), stats);
             }
         }
         let now = Instant::now();

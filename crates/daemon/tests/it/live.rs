@@ -21,12 +21,18 @@ use std::time::{Duration, Instant};
 
 struct Setup {
     _dir: tempfile::TempDir,
+    /// The LC service's command name (unique, at most 15 bytes: a comm).
+    lc_name: String,
     config: PathBuf,
     state: PathBuf,
     page: PathBuf,
 }
 
-fn setup(lc_name: &str, extra: &str, batch: &str) -> Setup {
+/// A config for one test: `tag` names the LC, `extra` adds top-level keys,
+/// `batch` the batch groups.
+fn setup(tag: &str, extra: &str, batch: &str) -> Setup {
+    let name = unique(tag);
+    let lc_name = name[name.len().saturating_sub(15)..].to_string();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
     let page = PathBuf::from(format!("/dev/shm/{}", unique("page")));
@@ -44,10 +50,53 @@ fn setup(lc_name: &str, extra: &str, batch: &str) -> Setup {
     .unwrap();
     Setup {
         _dir: dir,
+        lc_name,
         config,
         state,
         page,
     }
+}
+
+/// A batch group `name` in `mode` whose command is the daemon's unmodified
+/// spinner, started into a group the daemon creates.
+fn spinner_batch(name: &str, mode: &str) -> String {
+    format!(
+        "[[batch]]\nname = \"{name}\"\nmode = \"{mode}\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
+    )
+}
+
+/// The cpuset group the daemon created for batch group `name`, and the pid
+/// of the spinner running in it.
+fn daemon_spinner(d: &DaemonProc, name: &str) -> (PathBuf, u32) {
+    let group = Path::new("/sys/fs/cgroup/cpuset").join(format!("elfen-daemon-{}/{name}", d.pid()));
+    let pid = std::fs::read_to_string(group.join("cgroup.procs"))
+        .unwrap()
+        .trim()
+        .parse()
+        .expect("the spinner runs in the daemon's group");
+    (group, pid)
+}
+
+/// An LC service named `name` on `cpu` (SCHED_FIFO `fifo` if given): after
+/// `delay_ms`, busy `busy_us`, then idle for `idle_us` (a range: uniform),
+/// again.
+fn lc_bursts(
+    name: &str,
+    cpu: u32,
+    fifo: Option<u8>,
+    delay_ms: u64,
+    busy_us: u64,
+    idle_us: (u64, u64),
+) -> Proc {
+    let mut args = vec![
+        format!("--cpu={cpu}"),
+        format!("--delay-ms={delay_ms}"),
+        format!("--busy-us={busy_us}"),
+        format!("--idle-min-us={}", idle_us.0),
+        format!("--idle-max-us={}", idle_us.1),
+    ];
+    args.extend(fifo.map(|p| format!("--fifo={p}")));
+    lc_helper(name, &args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// GET /metrics from `addr` (host:port).
@@ -70,15 +119,7 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
         return;
     };
     let _one = serial();
-    let name = unique("g");
-    let lc_name = &name[name.len().saturating_sub(15)..];
-    let s = setup(
-        lc_name,
-        "",
-        &format!(
-            "[[batch]]\nname = \"spin\"\nmode = \"guard\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
-        ),
-    );
+    let s = setup("g", "", &spinner_batch("spin", "guard"));
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
     // a second daemon on the same page is refused, naming the page
@@ -89,33 +130,14 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("page:") && err.contains("in use"), "{err}");
-    let group = Path::new("/sys/fs/cgroup/cpuset").join(format!("elfen-daemon-{}/spin", d.pid()));
-    let spinner: u32 = std::fs::read_to_string(group.join("cgroup.procs"))
-        .unwrap()
-        .trim()
-        .parse()
-        .expect("the spinner runs in the daemon's group");
+    let (group, spinner) = daemon_spinner(&d, "spin");
     // The LC: busy 1500 ms from 300 ms after its start, then idle. This
     // thread must not watch it meanwhile: on two CPUs (the LC's, and the
     // batch lane the guard occupies) any observer preempts the LC. It
     // waits until the daemon has found the LC (the guard cannot occupy
     // before that: a loaded machine may take a while), reads CPU times
     // once inside the burst and once later, and compares.
-    let lc = lc_helper(
-        lc_name,
-        &[
-            "--cpu",
-            "0",
-            "--delay-ms",
-            "300",
-            "--busy-us",
-            "1500000",
-            "--idle-min-us",
-            "5000000",
-            "--idle-max-us",
-            "5000000",
-        ],
-    );
+    let lc = lc_bursts(&s.lc_name, 0, None, 300, 1_500_000, (5_000_000, 5_000_000));
     let t_start = Instant::now();
     let guard = d.threads_named("elfen-guard-1");
     assert_eq!(guard.len(), 1, "one guard thread on batch lane 1");
@@ -216,10 +238,8 @@ fn freeze_mode_freezes_thaws_and_recovers_after_sigkill() {
     let g = TestGroup::new(&unique("f"), &["freezer", "cpuset"]);
     let batch = spinner(&["--cpu", "1", "--idle"]);
     g.add(batch.pid());
-    let name = unique("l");
-    let lc_name = &name[name.len().saturating_sub(15)..];
     let s = setup(
-        lc_name,
+        "l",
         "",
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\n",
@@ -232,22 +252,13 @@ fn freeze_mode_freezes_thaws_and_recovers_after_sigkill() {
     // this thread stays on cpu 1, so nothing here preempts it: a switch
     // away from the LC would end its busy period and thaw the group.
     let _pin = elfen_topo::PinGuard::new(1).unwrap();
-    let lc = lc_helper(
-        lc_name,
-        &[
-            "--cpu",
-            "0",
-            "--fifo",
-            "10",
-            "--delay-ms",
-            "200",
-            "--busy-us",
-            "600000",
-            "--idle-min-us",
-            "1000000",
-            "--idle-max-us",
-            "1000000",
-        ],
+    let lc = lc_bursts(
+        &s.lc_name,
+        0,
+        Some(10),
+        200,
+        600_000,
+        (1_000_000, 1_000_000),
     );
     // The daemon's freeze: FROZEN, or FREEZING while a SCHED_IDLE task on a
     // loaded CPU has not yet run to enter the refrigerator (v1 freezer).
@@ -298,44 +309,16 @@ fn a_restarted_lc_service_is_found_again() {
         return;
     };
     let _one = serial();
-    let name = unique("r");
-    let lc_name = &name[name.len().saturating_sub(15)..];
-    let s = setup(
-        lc_name,
-        "",
-        &format!(
-            "[[batch]]\nname = \"spin\"\nmode = \"idle\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
-        ),
-    );
+    let s = setup("r", "", &spinner_batch("spin", "idle"));
     let d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
-    let a = lc_helper(
-        lc_name,
-        &[
-            "--cpu",
-            "0",
-            "--idle-min-us",
-            "1000",
-            "--idle-max-us",
-            "1000",
-        ],
-    );
+    let a = lc_bursts(&s.lc_name, 0, None, 0, 0, (1_000, 1_000));
     let found = d.wait_for("LC service found", Duration::from_secs(5));
     assert!(found.contains(&a.pid().to_string()), "{found}");
     let pa = a.pid();
     drop(a);
     d.wait_for("LC service exited", Duration::from_secs(5));
-    let b = lc_helper(
-        lc_name,
-        &[
-            "--cpu",
-            "0",
-            "--idle-min-us",
-            "1000",
-            "--idle-max-us",
-            "1000",
-        ],
-    );
+    let b = lc_bursts(&s.lc_name, 0, None, 0, 0, (1_000, 1_000));
     let line = d.wait_for("LC service restarted", Duration::from_secs(5));
     assert!(line.contains(&format!("pid {pa} → {}", b.pid())), "{line}");
     assert!(line.contains("unprotected for"), "{line}");
@@ -347,19 +330,15 @@ fn a_budget_policy_delays_the_guard_as_it_delays_a_nap() {
         return;
     };
     let _one = serial();
-    let name = unique("b");
-    let lc_name = &name[name.len().saturating_sub(15)..];
     // Fixed budget of 100 ms: the batch co-runs with the first 100 ms of a
     // busy period, then the guard occupies the lane. The LC runs
     // SCHED_FIFO on cpu 0 and this thread samples from cpu 1, so that it
     // never preempts the LC: for the daemon a switch away from the LC ends
     // its busy period, and the next one gets a new budget.
     let s = setup(
-        lc_name,
+        "b",
         "[policy]\nkind = \"fixed_budget\"\nbudget_us = 100000\n",
-        &format!(
-            "[[batch]]\nname = \"spin\"\nmode = \"guard\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
-        ),
+        &spinner_batch("spin", "guard"),
     );
     let d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
@@ -368,22 +347,13 @@ fn a_budget_policy_delays_the_guard_as_it_delays_a_nap() {
     let lc_busy = || elfen_shm::state::busy(lc_line.state.load(Acquire));
     let occupying = || guard_line.napping.load(Acquire) > 0;
     let _pin = elfen_topo::PinGuard::new(1).unwrap();
-    let _lc = lc_helper(
-        lc_name,
-        &[
-            "--cpu",
-            "0",
-            "--fifo",
-            "10",
-            "--delay-ms",
-            "300",
-            "--busy-us",
-            "700000",
-            "--idle-min-us",
-            "5000000",
-            "--idle-max-us",
-            "5000000",
-        ],
+    let _lc = lc_bursts(
+        &s.lc_name,
+        0,
+        Some(10),
+        300,
+        700_000,
+        (5_000_000, 5_000_000),
     );
     assert!(
         wait_until(Duration::from_secs(5), lc_busy),
@@ -458,10 +428,8 @@ fn repeated_sigkill_at_random_points_loses_nothing() {
     let cpus_before = std::fs::read_to_string(&cpus_file).unwrap();
     let batch = spinner(&["--cpu", "1", "--idle"]);
     g.add(batch.pid());
-    let name = unique("r");
-    let lc_name = &name[name.len().saturating_sub(15)..];
     let s = setup(
-        lc_name,
+        "r",
         "",
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\nconfine = true\n",
@@ -471,21 +439,7 @@ fn repeated_sigkill_at_random_points_loses_nothing() {
     let _pin = elfen_topo::PinGuard::new(1).unwrap();
     // Short bursts, so the group is frozen and thawed many times a second
     // and the kills land in every phase.
-    let lc = lc_helper(
-        lc_name,
-        &[
-            "--cpu",
-            "0",
-            "--fifo",
-            "10",
-            "--busy-us",
-            "20000",
-            "--idle-min-us",
-            "10000",
-            "--idle-max-us",
-            "40000",
-        ],
-    );
+    let lc = lc_bursts(&s.lc_name, 0, Some(10), 0, 20_000, (10_000, 40_000));
     let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(std::process::id());
     let mut kills = 0;
     for round in 0..5 {
@@ -534,25 +488,12 @@ fn kill_switch_toggled_pauses_and_releases_the_batch() {
         return;
     };
     let _one = serial();
-    let name = unique("s");
-    let lc_name = &name[name.len().saturating_sub(15)..];
-    let s = setup(
-        lc_name,
-        "",
-        &format!(
-            "[[batch]]\nname = \"spin\"\nmode = \"guard\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
-        ),
-    );
+    let s = setup("s", "", &spinner_batch("spin", "guard"));
     // an LC that never runs: only the kill switch can make the guard occupy
-    let lc = lc_helper(lc_name, &["--cpu", "0", "--busy-us", "0"]);
+    let lc = lc_bursts(&s.lc_name, 0, None, 0, 0, (1_000, 1_000));
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
-    let group = Path::new("/sys/fs/cgroup/cpuset").join(format!("elfen-daemon-{}/spin", d.pid()));
-    let spinner: u32 = std::fs::read_to_string(group.join("cgroup.procs"))
-        .unwrap()
-        .trim()
-        .parse()
-        .expect("the spinner runs in the daemon's group");
+    let (_, spinner) = daemon_spinner(&d, "spin");
     let _pin = elfen_topo::PinGuard::new(0).unwrap();
     // the spinner's share of a 300 ms window, after `settle`
     let share = |settle: Duration| {
@@ -612,14 +553,10 @@ fn blind_isolation_takes_the_lc_cpu_from_batch_and_gives_it_back() {
         return;
     };
     let _one = serial();
-    let name = unique("b");
-    let lc_name = &name[name.len().saturating_sub(15)..];
     let s = setup(
-        lc_name,
+        "b",
         "[blind]\nbuffer_cores = 0\ngrow_hold_us = 2000\n",
-        &format!(
-            "[[batch]]\nname = \"bl\"\nmode = \"blind\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
-        ),
+        &spinner_batch("bl", "blind"),
     );
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
@@ -633,22 +570,13 @@ fn blind_isolation_takes_the_lc_cpu_from_batch_and_gives_it_back() {
             .to_string()
     };
     let _pin = elfen_topo::PinGuard::new(1).unwrap();
-    let lc = lc_helper(
-        lc_name,
-        &[
-            "--cpu",
-            "0",
-            "--fifo",
-            "10",
-            "--delay-ms",
-            "200",
-            "--busy-us",
-            "600000",
-            "--idle-min-us",
-            "5000000",
-            "--idle-max-us",
-            "5000000",
-        ],
+    let lc = lc_bursts(
+        &s.lc_name,
+        0,
+        Some(10),
+        200,
+        600_000,
+        (5_000_000, 5_000_000),
     );
     assert!(
         wait_until(Duration::from_secs(3), || cpus() == "1"),
