@@ -14,6 +14,9 @@
 //! allocation of 0 cannot be a cpuset (a v1 cpuset with no CPU holds no
 //! task): the group is frozen instead, and thawed when CPUs come back.
 //!
+//! The page's kill switch overrides the law: paused, the group is frozen;
+//! unmanaged, it gets every CPU (PerfIso's two kill-switch modes).
+//!
 //! [`Blind::spawn`] is the mechanism: a thread that polls the slots every
 //! `poll` (plain loads from the mmapped array; no system call unless the
 //! set changes) and writes the group's cpuset (or freezer) through the
@@ -29,6 +32,7 @@ use elfen_bpf::SlotReader;
 use elfen_cgroup::{Executor, Group, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
 use elfen_policy::blind::BlindIsolation;
+use elfen_shm::{KillMode, Page};
 use serde::Serialize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -78,15 +82,27 @@ impl BlindState {
         self.current = cpus;
     }
 
-    /// One step: `lc_busy(cpu)` says whether the LC runs on a CPU, `idle`
-    /// how many of the CPUs run nothing. Returns the new target when it
-    /// changes.
+    /// One step: `kill` is the page's kill switch, `lc_busy(cpu)` says
+    /// whether the LC runs on a CPU, `idle` how many of the CPUs run
+    /// nothing. Returns the new target when it changes.
     pub fn step(
         &mut self,
+        kill: KillMode,
         lc_busy: impl Fn(u32) -> bool,
         idle: u32,
         now_ns: u64,
     ) -> Option<Target> {
+        // The kill switch overrides the law: paused, batch gets no CPU
+        // (frozen); unmanaged, batch gets every CPU.
+        let forced = match kill {
+            KillMode::Paused => Some(Vec::new()),
+            KillMode::Unmanaged => Some(self.cpus.clone()),
+            KillMode::Off => None,
+        };
+        if let Some(next) = forced {
+            self.grow_since_ns = None;
+            return self.jump(next);
+        }
         let total = self.cpus.len() as u32;
         let s = self.current.len() as u32;
         let available: Vec<u32> = self.cpus.iter().copied().filter(|&c| !lc_busy(c)).collect();
@@ -126,6 +142,12 @@ impl BlindState {
             }
         }
         next.sort_unstable();
+        self.jump(next)
+    }
+
+    /// Batch gets `next` (sorted; empty = frozen): the target if that is a
+    /// change.
+    fn jump(&mut self, next: Vec<u32>) -> Option<Target> {
         if next == self.current {
             return None;
         }
@@ -202,9 +224,10 @@ pub struct Blind;
 
 impl Blind {
     /// Starts the controller of `group` over the CPUs `cpus`, reading
-    /// `slots`; LC processes are those the slots flag (the writer's
-    /// watched processes and cgroups).
+    /// `slots` and the kill switch of `page`; LC processes are those the
+    /// slots flag (the writer's watched processes and cgroups).
     pub fn spawn(
+        page: Arc<Page>,
         slots: SlotReader,
         cpus: Vec<u32>,
         group: Group,
@@ -228,14 +251,16 @@ impl Blind {
                 }
                 Ok((opts, ()))
             },
-            move |opts, stop| run(&slots, cpus, &group, &executor, &opts, stop, &c2),
+            move |opts, stop| run(&page, &slots, cpus, &group, &executor, &opts, stop, &c2),
             BlindReport::default,
         )?;
         Ok(BlindHandle { worker, changes })
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
+    page: &Page,
     slots: &SlotReader,
     cpus: Vec<u32>,
     group: &Group,
@@ -265,7 +290,7 @@ fn run(
         let idle = snaps.iter().flatten().filter(|s| s.tid == 0).count() as u32;
         let before = st.current().to_vec();
         let now = elfen_shm::clock::monotonic_ns();
-        if let Some(t) = st.step(busy, idle, now) {
+        if let Some(t) = st.step(page.kill_mode(), busy, idle, now) {
             let mut ex = executor.lock().unwrap_or_else(|p| p.into_inner());
             let r = match &t {
                 Target::Frozen => {
@@ -343,11 +368,11 @@ mod tests {
     fn shrinks_at_once_when_the_lc_takes_a_cpu() {
         let mut s = st(0);
         // the LC starts on cpu 2, nothing idle
-        let t = s.step(|c| c == 2, 0, 0);
+        let t = s.step(KillMode::Off, |c| c == 2, 0, 0);
         assert_eq!(t, Some(Target::Cpus(vec![0, 1, 3])));
         // and on cpu 0 too
         assert_eq!(
-            s.step(|c| c == 2 || c == 0, 0, 10),
+            s.step(KillMode::Off, |c| c == 2 || c == 0, 0, 10),
             Some(Target::Cpus(vec![1, 3]))
         );
     }
@@ -355,12 +380,16 @@ mod tests {
     #[test]
     fn grows_only_after_the_hold() {
         let mut s = st(0);
-        s.step(|c| c == 2, 0, 0);
+        s.step(KillMode::Off, |c| c == 2, 0, 0);
         // the LC leaves cpu 2: one CPU idle
-        assert_eq!(s.step(|_| false, 1, 100_000), None, "not before the hold");
-        assert_eq!(s.step(|_| false, 1, 600_000), None);
         assert_eq!(
-            s.step(|_| false, 1, 1_100_000),
+            s.step(KillMode::Off, |_| false, 1, 100_000),
+            None,
+            "not before the hold"
+        );
+        assert_eq!(s.step(KillMode::Off, |_| false, 1, 600_000), None);
+        assert_eq!(
+            s.step(KillMode::Off, |_| false, 1, 1_100_000),
             Some(Target::Cpus(vec![0, 1, 2, 3]))
         );
     }
@@ -368,27 +397,33 @@ mod tests {
     #[test]
     fn a_shrink_resets_the_hold() {
         let mut s = st(0);
-        s.step(|c| c == 2, 0, 0);
-        assert_eq!(s.step(|_| false, 1, 100_000), None);
+        s.step(KillMode::Off, |c| c == 2, 0, 0);
+        assert_eq!(s.step(KillMode::Off, |_| false, 1, 100_000), None);
         // busy again before the hold ran out: nothing to do (cpu 2 is not batch's)
-        assert_eq!(s.step(|c| c == 2, 0, 500_000), None);
+        assert_eq!(s.step(KillMode::Off, |c| c == 2, 0, 500_000), None);
         assert_eq!(
-            s.step(|_| false, 1, 1_200_000),
+            s.step(KillMode::Off, |_| false, 1, 1_200_000),
             None,
             "the hold starts again"
         );
-        assert!(s.step(|_| false, 1, 2_300_000).is_some());
+        assert!(s.step(KillMode::Off, |_| false, 1, 2_300_000).is_some());
     }
 
     #[test]
     fn buffer_cores_are_kept_idle() {
         let mut s = st(1);
         // the LC on cpu 0, nothing idle: S' = S + I − B = 3, and not cpu 0
-        assert_eq!(s.step(|c| c == 0, 0, 0), Some(Target::Cpus(vec![1, 2, 3])));
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 0, 0, 0),
+            Some(Target::Cpus(vec![1, 2, 3]))
+        );
         // still nothing idle (I = 0 < B = 1): one more goes → all − busy − B
-        assert_eq!(s.step(|c| c == 0, 0, 10), Some(Target::Cpus(vec![1, 2])));
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 0, 0, 10),
+            Some(Target::Cpus(vec![1, 2]))
+        );
         // now one CPU idle = B: steady
-        assert_eq!(s.step(|c| c == 0, 1, 20), None);
+        assert_eq!(s.step(KillMode::Off, |c| c == 0, 1, 20), None);
     }
 
     #[test]
@@ -399,34 +434,78 @@ mod tests {
             Duration::from_micros(0),
         );
         // two CPUs, B = 1: the LC on cpu 0 takes it, then the buffer the other
-        assert_eq!(s.step(|c| c == 0, 0, 0), Some(Target::Cpus(vec![1])));
-        assert_eq!(s.step(|c| c == 0, 0, 5), Some(Target::Frozen));
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 0, 0, 0),
+            Some(Target::Cpus(vec![1]))
+        );
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 0, 0, 5),
+            Some(Target::Frozen)
+        );
         assert!(s.current().is_empty());
         // the LC stops: both idle → S = 0 + 2 − 1 = 1
-        assert_eq!(s.step(|_| false, 2, 10), Some(Target::Cpus(vec![0])));
+        assert_eq!(
+            s.step(KillMode::Off, |_| false, 2, 10),
+            Some(Target::Cpus(vec![0]))
+        );
     }
 
     #[test]
     fn a_rolled_back_step_is_decided_again() {
         let mut s = st(0);
-        assert_eq!(s.step(|c| c == 2, 0, 0), Some(Target::Cpus(vec![0, 1, 3])));
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 2, 0, 0),
+            Some(Target::Cpus(vec![0, 1, 3]))
+        );
         // the write failed: batch still has every CPU, the shrink comes again
         s.rollback(vec![0, 1, 2, 3]);
-        assert_eq!(s.step(|c| c == 2, 0, 10), Some(Target::Cpus(vec![0, 1, 3])));
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 2, 0, 10),
+            Some(Target::Cpus(vec![0, 1, 3]))
+        );
     }
 
     #[test]
     fn never_an_lc_cpu_and_keeps_its_cpus() {
         let mut s = st(0);
-        s.step(|c| c == 1, 0, 0);
+        s.step(KillMode::Off, |c| c == 1, 0, 0);
         assert_eq!(s.current(), &[0, 2, 3]);
         // the LC moves from 1 to 3: 3 leaves at once and, the allocation
         // being the same, the freed cpu 1 takes its place; 0 and 2 stay
-        assert_eq!(s.step(|c| c == 3, 0, 10), Some(Target::Cpus(vec![0, 1, 2])));
         assert_eq!(
-            s.step(|c| c == 3, 1, 20),
+            s.step(KillMode::Off, |c| c == 3, 0, 10),
+            Some(Target::Cpus(vec![0, 1, 2]))
+        );
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 3, 1, 20),
             None,
             "a larger allocation waits for the hold"
+        );
+    }
+
+    #[test]
+    fn the_kill_switch_overrides_the_law() {
+        let mut s = st(0);
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 2, 0, 0),
+            Some(Target::Cpus(vec![0, 1, 3]))
+        );
+        // paused: batch frozen at once, whatever the LC does
+        assert_eq!(
+            s.step(KillMode::Paused, |_| false, 4, 10),
+            Some(Target::Frozen)
+        );
+        assert_eq!(s.step(KillMode::Paused, |_| false, 4, 20), None);
+        // unmanaged: every CPU, also the one the LC runs on, without a hold
+        assert_eq!(
+            s.step(KillMode::Unmanaged, |c| c == 2, 0, 30),
+            Some(Target::Cpus(vec![0, 1, 2, 3]))
+        );
+        assert_eq!(s.step(KillMode::Unmanaged, |c| c == 2, 0, 40), None);
+        // off again: the law takes the LC's CPU back
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 2, 0, 50),
+            Some(Target::Cpus(vec![0, 1, 3]))
         );
     }
 }

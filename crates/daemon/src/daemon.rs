@@ -324,8 +324,14 @@ impl Daemon {
                 thread_cpus: Some(plan.writer_cpus.clone()),
             };
             let group = self.groups[i].group.clone();
-            self.blinds
-                .push(Blind::spawn(slots.clone(), cpus.clone(), group, ex, opts)?);
+            self.blinds.push(Blind::spawn(
+                Arc::clone(&self.page),
+                slots.clone(),
+                cpus.clone(),
+                group,
+                ex,
+                opts,
+            )?);
         }
         Ok(())
     }

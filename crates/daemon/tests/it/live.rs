@@ -589,6 +589,32 @@ fn blind_isolation_takes_the_lc_cpu_from_batch_and_gives_it_back() {
         "given back once the LC is idle (cpuset {:?})",
         cpus()
     );
+    // the kill switch overrides the law: paused → frozen, unmanaged →
+    // every CPU and thawed, off → the law again
+    let freezer = Path::new("/sys/fs/cgroup/freezer")
+        .join(format!("elfen-daemon-{}/bl", d.pid()))
+        .join("freezer.state");
+    let fstate = || {
+        std::fs::read_to_string(&freezer)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    elfen_ops::ctl::set(&s.page, elfen_shm::KillMode::Paused).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(3), || fstate() != "THAWED"),
+        "paused: the group frozen ({:?})",
+        fstate()
+    );
+    elfen_ops::ctl::set(&s.page, elfen_shm::KillMode::Unmanaged).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(3), || fstate() == "THAWED"
+            && cpus() == "0-1"),
+        "unmanaged: every CPU, thawed ({:?}, {:?})",
+        cpus(),
+        fstate()
+    );
+    elfen_ops::ctl::set(&s.page, elfen_shm::KillMode::Off).unwrap();
     drop(lc);
     let status = d
         .stop_with(libc::SIGTERM, Duration::from_secs(10))
