@@ -123,12 +123,16 @@ mod tests {
             Some(bell),
             || Ok((5u32, "ready")),
             move |n, stop| {
+                // sleeps at least once: only the bell rung on stop ends
+                // that sleep before 10 s
                 let mut woken = 0;
-                while !stop.load(Relaxed) {
+                loop {
                     b2.wait(std::time::Duration::from_secs(10));
                     woken += 1;
+                    if stop.load(Relaxed) {
+                        break n + woken;
+                    }
                 }
-                n + woken
             },
             || 0,
         )
