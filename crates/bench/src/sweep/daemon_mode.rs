@@ -117,6 +117,7 @@ fn blind(rig: &Rig, ks: &super::rig::KernelSignal, inner: &dyn BatchRun) -> Resu
         thread_cpus: Some(rig.lanes.batch_cpus.clone()),
     };
     Blind::spawn(
+        Arc::clone(&rig.page),
         ks.writer.slots().clone(),
         rig.lanes.all_cpus(),
         group,
