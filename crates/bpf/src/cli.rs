@@ -43,7 +43,8 @@ observer pinned to the other CPU of the pair measures, per switch:
   visibility  BPF slot: the observer spins on the LC CPU's mmapped slot; its CLOCK_MONOTONIC \
 when it first sees the new seq - the switch time BPF recorded (target <= 1 us).
   event       BPF ring buffer: the process watches its own tgid; a thread sleeping in epoll \
-is woken by the program's forced wakeup; its clock after waking - the event's time.
+is woken by the program's forced wakeup; its clock after waking - the time of the event that \
+woke it (the wake-up's WAKE event, or the switch's when it was not announced).
   poll        the coarse /proc fallback (scan every --poll-interval-us): the scan's time - \
 the switcher's clock right after it woke.
 

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, fence};
 
 /// `ELFEN_BPF_ABI`: the contract version BPF stores in every slot.
-pub const ABI: u16 = 1;
+pub const ABI: u16 = 2;
 /// `ELFEN_SLOT_SIZE`: one slot per CPU, one cache line.
 pub const SLOT_SIZE: usize = 64;
 /// `ELFEN_MAX_TGIDS`: most processes watched at once.
@@ -17,6 +17,9 @@ pub const MAX_TGIDS: u32 = 4096;
 pub const MAX_CGROUPS: u32 = 1024;
 /// `ELFEN_RING_BYTES`: size of the transition-event ring buffer.
 pub const RING_BYTES: u32 = 256 * 1024;
+/// `ELFEN_ANNOUNCE_NS`: how long a WAKE event stands for the switch-in it
+/// announces (a reader keeps the lane busy that long waiting for it).
+pub const ANNOUNCE_NS: u64 = 1_000_000;
 /// `ELFEN_WATCH_ON`: the value stored in the watch maps.
 pub const WATCH_ON: u32 = 1;
 
@@ -36,6 +39,9 @@ pub mod kind {
     pub const IDLE: u32 = 0;
     /// `ELFEN_EVENT_BUSY`: the CPU started running an LC task.
     pub const BUSY: u32 = 1;
+    /// `ELFEN_EVENT_WAKE`: an LC task was woken onto the CPU, which runs no
+    /// LC task (its switch-in, a BUSY, follows).
+    pub const WAKE: u32 = 2;
 }
 
 /// `struct elfen_cpu_slot`: one CPU's record of who runs there, in shared
@@ -216,8 +222,12 @@ impl RawEvent {
 pub struct LcEvent {
     /// CPU that switched.
     pub cpu: u32,
-    /// `true`: an LC task started running (busy); `false`: it stopped (idle).
+    /// `true`: an LC task started running, or was woken onto the CPU
+    /// (busy); `false`: it stopped (idle).
     pub busy: bool,
+    /// The busy edge announced at the LC task's wake-up (kind WAKE; `busy`
+    /// is true): its switch-in follows as a busy event of its own.
+    pub woken: bool,
     /// `CLOCK_MONOTONIC` ns of the transition (BPF: the switch; poll
     /// fallback: the scan that saw it).
     pub time_ns: u64,
@@ -235,7 +245,8 @@ impl From<RawEvent> for LcEvent {
     fn from(r: RawEvent) -> LcEvent {
         LcEvent {
             cpu: r.cpu,
-            busy: r.kind == kind::BUSY,
+            busy: r.kind == kind::BUSY || r.kind == kind::WAKE,
+            woken: r.kind == kind::WAKE,
             time_ns: r.time_ns,
             tid: r.tid,
             tgid: r.tgid,
@@ -330,6 +341,8 @@ mod tests {
         assert_eq!(flags::VALID, 4);
         assert_eq!(define("ELFEN_EVENT_IDLE"), kind::IDLE.to_string());
         assert_eq!(define("ELFEN_EVENT_BUSY"), kind::BUSY.to_string());
+        assert_eq!(define("ELFEN_EVENT_WAKE"), kind::WAKE.to_string());
+        assert_eq!(define("ELFEN_ANNOUNCE_NS"), format!("{ANNOUNCE_NS}ULL"));
     }
 
     #[test]
@@ -365,6 +378,11 @@ mod tests {
             (e.cpu, e.busy, e.time_ns, e.tid, e.tgid),
             (1, true, 7, 10, 9)
         );
+        assert!(!e.woken);
+        let mut w = RawEvent::from_bytes(&bytes).unwrap();
+        w.kind = kind::WAKE;
+        let e = LcEvent::from(w);
+        assert!(e.busy && e.woken);
         assert!(RawEvent::from_bytes(&bytes[..40]).is_none());
     }
 }

@@ -131,6 +131,7 @@ fn scan_once(
             new_events.push(LcEvent {
                 cpu: cpu as u32,
                 busy: lc,
+                woken: false,
                 time_ns: now,
                 tid,
                 tgid,

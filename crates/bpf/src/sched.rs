@@ -87,6 +87,10 @@ fn load(
         .watch_cpus
         .set_max_entries(cpus)
         .map_err(|e| load_err("open", &log)(e))?;
+    open.maps
+        .announced
+        .set_max_entries(cpus)
+        .map_err(|e| load_err("open", &log)(e))?;
     let mut skel = open.load().map_err(|e| load_err("load", &log)(e))?;
     skel.attach().map_err(|e| load_err("attach", &log)(e))?;
     Ok(skel)
@@ -177,6 +181,16 @@ impl SchedSource {
             cgroups: BTreeSet::new(),
             watched_cpus: Vec::new(),
         };
+        if let Some(bss) = me.loaded.skel.maps.bss_data.as_deref_mut() {
+            // SAFETY: a valid, aligned field of the mmapped .bss map; the BPF
+            // program only reads it.
+            unsafe {
+                std::ptr::write_volatile(
+                    &mut bss.announce_wakeups,
+                    u32::from(opts.announce_wakeups),
+                )
+            };
+        }
         let all: Vec<u32> = (0..cpus).collect();
         me.set_watched_cpus(opts.watched_cpus.as_deref().unwrap_or(&all))?;
         Ok(me)

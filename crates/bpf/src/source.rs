@@ -22,6 +22,11 @@ pub struct Options {
     /// [`Source::open`]: use the poll fallback when BPF cannot load
     /// (default true); false makes that an error.
     pub fallback: bool,
+    /// BPF: announce each busy edge at the LC task's wake-up (a WAKE event
+    /// before its switch-in; default true), so a reader can act before the
+    /// LC runs. The interrupts that wake the reader then come before the
+    /// LC's switch-in instead of after it.
+    pub announce_wakeups: bool,
 }
 
 impl Default for Options {
@@ -30,6 +35,7 @@ impl Default for Options {
             watched_cpus: None,
             poll_interval_us: 1000,
             fallback: true,
+            announce_wakeups: true,
         }
     }
 }

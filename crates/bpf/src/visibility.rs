@@ -248,13 +248,26 @@ pub fn measure_events(src: &mut SchedSource, p: &Params) -> anyhow::Result<Optio
         let mut h = Hist::new();
         let end = Instant::now() + Duration::from_secs(p.timeout_s);
         src.wait_events(Duration::ZERO, |_| {})?; // drop what came before
+        // The event that woke this thread for each busy edge: the WAKE
+        // announcing it, or its BUSY when it was not announced (a BUSY
+        // after a WAKE does not wake the reader).
+        let mut announced = false;
         while h.len() < p.event_samples && Instant::now() < end {
             src.wait_events(Duration::from_millis(100), |e: LcEvent| {
                 let now = monotonic_ns();
-                if e.busy && e.tid == tid && e.cpu == p.lc_cpu {
-                    h.record(now.saturating_sub(e.time_ns));
+                let ours = e.tid == tid && e.cpu == p.lc_cpu;
+                if e.woken {
+                    if ours {
+                        h.record(now.saturating_sub(e.time_ns));
+                    }
+                    announced = true;
                 } else if e.busy {
-                    h.missed += 1;
+                    if ours && !announced {
+                        h.record(now.saturating_sub(e.time_ns));
+                    } else if !ours {
+                        h.missed += 1;
+                    }
+                    announced = false;
                 }
             })?;
         }
@@ -279,10 +292,10 @@ pub fn measure_poll(p: &Params) -> anyhow::Result<Option<Latency>> {
         let end = Instant::now() + Duration::from_secs(p.timeout_s);
         while h.len() < p.poll_samples && Instant::now() < end {
             src.wait_events(Duration::from_millis(100), |e: LcEvent| {
-                if e.busy && e.tid == tid && e.cpu == p.lc_cpu {
+                if e.busy && !e.woken && e.tid == tid && e.cpu == p.lc_cpu {
                     let woke = sw.woke_ns.load(Acquire);
                     h.record(e.time_ns.saturating_sub(woke));
-                } else if e.busy {
+                } else if e.busy && !e.woken {
                     h.missed += 1;
                 }
             })?;

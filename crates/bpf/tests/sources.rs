@@ -88,7 +88,7 @@ fn busy_and_idle(
             if e.cpu != cpu {
                 return;
             }
-            if e.busy && e.tgid == tgid && busy.is_none() {
+            if e.busy && !e.woken && e.tgid == tgid && busy.is_none() {
                 busy = Some(e);
             } else if !e.busy && busy.is_some() && idle.is_none() {
                 idle = Some(e);
@@ -297,4 +297,72 @@ fn not_root_probe_names_the_reason() {
     };
     assert!(line.contains("loadable=false"), "{line}");
     assert!(line.contains("not privileged"), "{line}");
+}
+
+/// Counts, over `limit`, the child's WAKE events on `cpu`, its busy
+/// (switch-in) events, and the busy events that follow a WAKE of the same
+/// thread, checking that the WAKE comes first.
+fn wakes_and_switches(
+    src: &mut SchedSource,
+    tgid: u32,
+    cpu: u32,
+    limit: Duration,
+) -> (u32, u32, u32) {
+    let end = Instant::now() + limit;
+    let (mut wakes, mut busy, mut announced) = (0, 0, 0);
+    let mut last_wake: Option<LcEvent> = None;
+    while Instant::now() < end {
+        src.wait_events(Duration::from_millis(20), |e: LcEvent| {
+            if e.cpu != cpu || e.tgid != tgid {
+                return;
+            }
+            if e.woken {
+                assert!(e.busy, "a WAKE is a busy edge");
+                wakes += 1;
+                last_wake = Some(e);
+            } else if e.busy {
+                busy += 1;
+                if let Some(w) = last_wake.take() {
+                    assert!(w.time_ns <= e.time_ns, "the WAKE precedes the switch-in");
+                    announced += 1;
+                }
+            } else {
+                last_wake = None;
+            }
+        })
+        .unwrap();
+    }
+    (wakes, busy, announced)
+}
+
+#[test]
+fn bpf_announces_busy_edges_at_the_wakeup_when_asked() {
+    let cpu = test_cpu();
+    for announce in [true, false] {
+        let Some(mut src) = bpf_or_skip(&Options {
+            watched_cpus: Some(vec![cpu]),
+            announce_wakeups: announce,
+            ..Options::default()
+        }) else {
+            return;
+        };
+        let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+        src.watch_tgid(child.pid()).unwrap();
+        let (wakes, busy, announced) =
+            wakes_and_switches(&mut src, child.pid(), cpu, Duration::from_millis(500));
+        println!("announce_wakeups {announce}: {wakes} WAKE, {busy} busy, {announced} announced");
+        assert!(busy >= 10, "the child switched in ({busy} busy events)");
+        if announce {
+            // the child sleeps 2 ms between bursts: each wake-up is
+            // announced, and its switch-in follows (a switch-in after a
+            // preemption has no wake-up, so there are more busy events)
+            assert!(wakes >= 10, "the child's wake-ups announced ({wakes})");
+            assert!(
+                announced * 10 >= wakes * 9,
+                "a switch-in follows each WAKE ({announced} of {wakes})"
+            );
+        } else {
+            assert_eq!(wakes, 0, "no WAKE events when not asked");
+        }
+    }
 }

@@ -67,8 +67,9 @@ confined to the batch lane:
   zero    guard mode, the LC sleeps: the daemon's idle upkeep (target <= 2 % of a lane)
   half    guard mode, the LC busy 500 us / idle 250-750 us (about 50 %): the daemon's CPU \
 besides the guards' occupation (target <= 2 %), and the step-aside latency of every burst: \
-the LC thread's switch onto the request lane (BPF event time) -> the guard running on the \
-batch lane (target p99 <= 50 us)
+the LC thread's switch onto the request lane (BPF event time) -> the daemon's writer running \
+on the batch lane, which takes the batch thread off it (target p99 <= 50 us); then the guard \
+holds the lane
   freeze  the same LC, the batch group in freeze mode: freeze and thaw latency
 
 Needs root. Run it on an otherwise idle machine: other processes stretch every figure.";
@@ -91,6 +92,10 @@ pub struct MeasureArgs {
     /// Skip the freeze phase.
     #[arg(long)]
     pub no_freeze: bool,
+    /// Publish busy edges at the LC's switch-in instead of at its wake-up
+    /// (`[signal] announce_wakeups = false`), to compare the two.
+    #[arg(long)]
+    pub no_announce: bool,
     /// Write the JSON result here (default: results/daemon-measure-SECONDS.json, Unix time).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -143,6 +148,7 @@ fn run_measure(a: MeasureArgs) -> anyhow::Result<()> {
         warmup_ms: a.warmup_ms,
         pairs: a.pairs.clone(),
         no_freeze: a.no_freeze,
+        announce_wakeups: !a.no_announce,
         helper: measure::helper_prefix(),
         ..Params::default()
     };

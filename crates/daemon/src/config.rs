@@ -185,6 +185,9 @@ pub struct SignalSection {
     /// CPUs the writer thread may run on (default: the batch lanes, so it
     /// never preempts the LC service on a request lane).
     pub cpus: Option<Vec<u32>>,
+    /// BPF: publish a busy edge at the LC task's wake-up, before its
+    /// switch-in (default true); false: at the switch-in.
+    pub announce_wakeups: bool,
 }
 
 impl Default for SignalSection {
@@ -194,6 +197,7 @@ impl Default for SignalSection {
             poll_interval_us: 1000,
             priority: None,
             cpus: None,
+            announce_wakeups: true,
         }
     }
 }

@@ -245,6 +245,7 @@ impl Daemon {
                 watched_cpus: None,
                 poll_interval_us: cfg.signal.poll_interval_us,
                 fallback: cfg.signal.fallback,
+                announce_wakeups: cfg.signal.announce_wakeups,
             },
             priority: cfg.writer_priority(),
             cpus: Some(plan.writer_cpus.clone()),

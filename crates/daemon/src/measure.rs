@@ -58,6 +58,10 @@ pub struct Params {
     pub idle_us: (u64, u64),
     /// Skip the freeze phase.
     pub no_freeze: bool,
+    /// Busy edges published at the LC's wake-up (`[signal]
+    /// announce_wakeups`); false: at its switch-in.
+    #[serde(default = "yes")]
+    pub announce_wakeups: bool,
     /// The helper program and the arguments before its subcommand.
     #[serde(skip)]
     pub helper: Vec<String>,
@@ -73,6 +77,7 @@ impl Default for Params {
             busy_us: 500,
             idle_us: (250, 750),
             no_freeze: false,
+            announce_wakeups: true,
             helper: Vec::new(),
         }
     }
@@ -210,6 +215,10 @@ fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
             pid: Some(lc_pid),
             ..Default::default()
         },
+        signal: crate::config::SignalSection {
+            announce_wakeups: p.announce_wakeups,
+            ..Default::default()
+        },
         batch: vec![BatchSection {
             name: "spinner".into(),
             mode,
@@ -219,6 +228,10 @@ fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
         }],
         ..Config::default()
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn cpu_of(pid: u32, tid: u32) -> u64 {
@@ -529,7 +542,7 @@ pub fn render(r: &MeasureReport) -> String {
     }
     if get("freeze.freeze_p50_ns").is_some() {
         s += &format!(
-            "freeze mode: freeze p50 {} p99 {}, thaw p50 {}; switch → frozen p50 {} p99 {}\n",
+            "freeze mode: freeze p50 {} p99 {}, thaw p50 {}; busy edge → frozen p50 {} p99 {}\n",
             us("freeze.freeze_p50_ns"),
             us("freeze.freeze_p99_ns"),
             us("freeze.thaw_p50_ns"),
@@ -538,8 +551,10 @@ pub fn render(r: &MeasureReport) -> String {
         );
     }
     s + "(medians over runs; every run is in the JSON. off-lane: LC switch-in → the daemon's \
-         SCHED_FIFO writer running on the batch lane; occupy: → the guard running there; \
-         freeze row: → the group frozen)\n"
+         SCHED_FIFO writer running on the batch lane to publish the busy edge (when the LC's \
+         wake-up announced it, that may be before the switch-in: then 0); occupy and the freeze \
+         row: the published busy edge (the wake-up when announced) → the guard running there, \
+         → the group frozen)\n"
 }
 
 /// Writes the report atomically (temp file + rename), creating the directory.

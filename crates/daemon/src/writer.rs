@@ -2,8 +2,11 @@
 //! (`elfen_bpf::Source`: BPF on `sched_switch`, or the coarse /proc poll
 //! fallback) when the LC service runs on each request lane and writes that
 //! lane's LC line through `LcLane` — `request_begin` when an LC thread
-//! switches in, `request_end` when the lane goes idle — then rings the
-//! lane's [`Bell`]s so guards and freezers act at once.
+//! switches in, or earlier when the source announces it at the thread's
+//! wake-up (`elfen_bpf::Options::announce_wakeups`), `request_end` when the
+//! lane goes idle — then rings the lane's [`Bell`]s so guards and freezers
+//! act at once. An announced lane stays busy until the switch-in, for
+//! `ANNOUNCE_NS` at most (a woken LC thread that never ran there).
 //!
 //! The thread sleeps in epoll on the source's ring buffer (the BPF program
 //! wakes it at each transition), never spins. Between events it runs
@@ -21,6 +24,7 @@ use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
 use crate::lc::{Discovery, DiscoveryOptions, LcTarget, Notice};
 use crate::worker::Worker;
+use elfen_bpf::contract::ANNOUNCE_NS;
 use elfen_bpf::{LcEvent, Options, SlotReader, Source};
 use elfen_cmd::proc::{SchedClass, gettid, set_sched};
 use elfen_runtime::LcLane;
@@ -130,6 +134,18 @@ struct Lane {
     lc: LcLane,
     bells: Vec<Arc<Bell>>,
     next_id: u64,
+    /// A busy edge published at the LC's wake-up, its switch-in not yet
+    /// seen.
+    announced: Option<Announced>,
+}
+
+/// A busy edge announced by a WAKE event.
+#[derive(Debug, Clone, Copy)]
+struct Announced {
+    /// The wake-up (`CLOCK_MONOTONIC` ns).
+    event_ns: u64,
+    /// When the writer published it (ran on its CPU).
+    published_ns: u64,
 }
 
 impl LcWriter {
@@ -255,6 +271,7 @@ fn setup(
             lc,
             bells,
             next_id: 1,
+            announced: None,
         });
     }
     let (disc, n) = Discovery::start(target, opts.discovery, &mut src)?;
@@ -319,6 +336,12 @@ fn run(
             .min(opts.max_wait)
             .as_micros()
             .div_ceil(1000);
+        // an announced switch-in is checked for within ANNOUNCE_NS
+        let ms = if lanes.iter().any(|l| l.announced.is_some()) {
+            1
+        } else {
+            ms
+        };
         let timeout = Duration::from_millis(ms.max(1) as u64);
         if let Err(e) = src.wait_events(timeout, |e| events.push(e)) {
             break Err(DaemonError::from(e));
@@ -326,16 +349,21 @@ fn run(
         stats.events.fetch_add(events.len() as u64, Relaxed);
         let woke_ns = elfen_shm::clock::monotonic_ns();
         for e in events.drain(..) {
-            if e.busy && woke_ns > e.time_ns {
-                let _ = wake.record(woke_ns - e.time_ns);
-            }
             if let Some(l) = lanes.iter_mut().find(|l| l.cpu == e.cpu) {
-                set_busy(l, e.busy, e.time_ns, stats);
+                on_event(l, &e, woke_ns, &mut wake, stats);
             }
         }
+        let now_ns = elfen_shm::clock::monotonic_ns();
         for l in lanes.iter_mut() {
-            let busy =
+            let mut busy =
                 slots.lc_busy(l.cpu) || slots.snapshot(l.cpu).is_ok_and(|s| disc.runs_lc(&s));
+            // busy from the wake-up until the switch-in, for ANNOUNCE_NS
+            // at most (a woken LC task that never ran here)
+            match l.announced {
+                Some(a) if !busy && now_ns.saturating_sub(a.event_ns) < ANNOUNCE_NS => busy = true,
+                Some(_) if !busy => l.announced = None,
+                _ => {}
+            }
             if busy != l.lc.is_busy() {
                 stats.reconciled.fetch_add(1, Relaxed);
                 set_busy(l, busy, elfen_shm::clock::monotonic_ns(), stats);
@@ -371,20 +399,48 @@ fn run(
     })
 }
 
-/// Writes one transition to a lane's LC line and rings its bells.
+/// One event of a lane's CPU, handled when the writer runs at `woke_ns`.
+/// The off-lane time (`wake`) is the LC's switch-in → the writer running
+/// on the batch lane to publish the busy edge: 0 when the LC's wake-up
+/// announced the edge before the switch-in.
+fn on_event(
+    l: &mut Lane,
+    e: &LcEvent,
+    woke_ns: u64,
+    wake: &mut hdrhistogram::Histogram<u64>,
+    stats: &WriterStats,
+) {
+    if e.woken {
+        l.announced = Some(Announced {
+            event_ns: e.time_ns,
+            published_ns: woke_ns,
+        });
+        set_busy(l, true, e.time_ns, stats);
+        return;
+    }
+    if e.busy {
+        let published = l.announced.take().map_or(woke_ns, |a| a.published_ns);
+        let _ = wake.record(published.saturating_sub(e.time_ns).max(1));
+    } else {
+        l.announced = None;
+    }
+    set_busy(l, e.busy, e.time_ns, stats);
+}
+
+/// Writes one transition to a lane's LC line and rings its bells (nothing
+/// when the line already says so).
 fn set_busy(l: &mut Lane, busy: bool, time_ns: u64, stats: &WriterStats) {
+    if busy == l.lc.is_busy() {
+        return;
+    }
     if busy {
-        if !l.lc.is_busy() {
-            l.lc.request_begin(l.next_id);
-            l.next_id += 1;
-            stats.begins.fetch_add(1, Relaxed);
-        }
+        l.lc.request_begin(l.next_id);
+        l.next_id += 1;
+        stats.begins.fetch_add(1, Relaxed);
         l.bells.iter().for_each(|b| b.ring_busy(time_ns));
     } else {
-        if l.lc.is_busy() {
-            l.lc.request_end();
-            stats.ends.fetch_add(1, Relaxed);
-        }
+        l.lc.request_end();
+        stats.ends.fetch_add(1, Relaxed);
         l.bells
             .iter()
             .filter(|b| !b.busy_only())

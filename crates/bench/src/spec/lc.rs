@@ -91,6 +91,9 @@ pub struct LcSpec {
     pub tasks_path: Option<PathBuf>,
     /// External: how long the service may take to answer its first ping, s.
     pub startup_timeout_s: f64,
+    /// With `signal = "bpf"`: busy edges published at the LC thread's
+    /// wake-up, before its switch-in (default true); false: at the switch-in.
+    pub announce_wakeups: bool,
 }
 
 impl Default for LcSpec {
@@ -102,6 +105,7 @@ impl Default for LcSpec {
             requests: RequestsKind::Demand,
             tasks_path: None,
             startup_timeout_s: 60.0,
+            announce_wakeups: true,
         }
     }
 }
@@ -121,6 +125,7 @@ impl LcSpec {
             requests: RequestsKind::TermQueries,
             tasks_path: None,
             startup_timeout_s: crate::lc::lucene::STARTUP_TIMEOUT_S,
+            announce_wakeups: true,
         }
     }
 

@@ -331,6 +331,10 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         priority,
         cpus: Some(rig.lanes.batch_cpus.clone()),
         bells,
+        source: elfen_bpf::Options {
+            announce_wakeups: spec.lc.announce_wakeups,
+            ..elfen_bpf::Options::default()
+        },
         ..WriterOptions::default()
     };
     let writer = LcWriter::spawn(

@@ -62,7 +62,12 @@ struct css_set {
 	struct cgroup *dfl_cgrp; /* the task's cgroup on the v2 (default) hierarchy */
 } __attribute__((preserve_access_index));
 
+struct thread_info {
+	__u32 cpu; /* the CPU the task is on or queued for (x86: since Linux 5.16) */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	struct thread_info thread_info;
 	int pid;  /* thread id */
 	int tgid; /* process id */
 	struct css_set *cgroups;

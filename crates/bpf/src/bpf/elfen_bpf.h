@@ -22,9 +22,21 @@
  *                           space (set_watched_cpus), read by BPF: only a
  *                           watched CPU emits transition events.
  *
+ *   announced (array)       cpu -> bpf_ktime_get_ns() of the last WAKE event
+ *                           for it (0: none). Written by BPF only: set on
+ *                           the waker's CPU (sched_wakeup), cleared by the
+ *                           CPU's own sched_switch. Races are benign (at
+ *                           worst one extra or one missed early event).
+ *
  *   struct elfen_lc_event   one per LC busy/idle transition on a watched CPU,
- *                           written by BPF into the ring buffer `events`
- *                           with BPF_RB_FORCE_WAKEUP, consumed by user space.
+ *                           and one WAKE when an LC task is woken onto a
+ *                           watched CPU that runs no LC task; written by BPF
+ *                           into the ring buffer `events`, consumed by user
+ *                           space. BUSY and IDLE are sent with
+ *                           BPF_RB_FORCE_WAKEUP, except a BUSY within
+ *                           ELFEN_ANNOUNCE_NS of its CPU's WAKE: the reader
+ *                           was woken by that WAKE already, so the BUSY
+ *                           waits (BPF_RB_NO_WAKEUP) for its next wake-up.
  *
  * The byte layout below is checked twice: _Static_assert here (C side), and
  * `const` assertions plus a test against the skeleton's BTF-generated types
@@ -42,7 +54,7 @@ typedef uint64_t __u64;
 #endif
 
 /* Version of this contract; stored in every slot's `abi` field by BPF. */
-#define ELFEN_BPF_ABI 1
+#define ELFEN_BPF_ABI 2
 
 /* Size of one per-CPU slot: one cache line. */
 #define ELFEN_SLOT_SIZE 64
@@ -59,6 +71,11 @@ typedef uint64_t __u64;
  * before load. */
 #define ELFEN_CPUS_PLACEHOLDER 1
 
+/* How long a WAKE stands for the switch-in it announces: a BUSY on that CPU
+ * within it is not woken for, and the reader keeps the lane busy that long
+ * waiting for the switch-in. */
+#define ELFEN_ANNOUNCE_NS 1000000ULL
+
 /* Value stored in the watch maps. */
 #define ELFEN_WATCH_ON 1
 
@@ -70,6 +87,8 @@ typedef uint64_t __u64;
 /* elfen_lc_event.kind */
 #define ELFEN_EVENT_IDLE 0 /* the CPU stopped running an LC task */
 #define ELFEN_EVENT_BUSY 1 /* the CPU started running an LC task */
+#define ELFEN_EVENT_WAKE 2 /* an LC task was woken onto the CPU, which runs
+			    * no LC task: BUSY follows at its switch-in */
 
 /*
  * One CPU's view: who runs here since the last context switch.
@@ -104,10 +123,11 @@ struct elfen_cpu_slot {
  * One LC busy/idle transition on a watched CPU (ring buffer `events`).
  * For BUSY, tid/tgid/cgroup_id name the LC task switched in; for IDLE, the
  * task switched in (not LC; tid 0 = the idle task) and busy_ns the length of
- * the LC busy period that ended.
+ * the LC busy period that ended; for WAKE, the LC task woken (time_ns: the
+ * wake-up, seq: the CPU's slot seq then).
  */
 struct elfen_lc_event {
-	__u64 time_ns;      /*  0: bpf_ktime_get_ns() at the switch (= the slot's switch_ns) */
+	__u64 time_ns;      /*  0: bpf_ktime_get_ns() at the switch (= the slot's switch_ns), or the wake-up */
 	__u32 cpu;          /*  8: CPU that switched */
 	__u32 kind;         /* 12: ELFEN_EVENT_BUSY or ELFEN_EVENT_IDLE */
 	__u32 tid;          /* 16: task switched in */

@@ -14,6 +14,13 @@
  * the time, and the LC accounting; on an LC busy<->idle transition of a
  * watched CPU it also sends an elfen_lc_event through the ring buffer with
  * a forced wakeup, so a reader can sleep in epoll.
+ *
+ * A second program on the wake-up (tp_btf/sched_wakeup, once the task's
+ * CPU is chosen) announces a busy edge early: an LC task woken onto a
+ * watched CPU that runs no LC task sends a WAKE event. Waking the reader
+ * takes interrupts between CPUs; started at the LC's wake-up they overlap
+ * with the LC's own way onto its CPU instead of following its switch-in.
+ * The BUSY of that switch-in then does not wake the reader again.
  */
 #include "core.h"
 #include <bpf/bpf_helpers.h>
@@ -59,9 +66,20 @@ struct {
 	__uint(max_entries, ELFEN_RING_BYTES);
 } events SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ELFEN_CPUS_PLACEHOLDER);
+	__type(key, __u32);
+	__type(value, __u64);
+} announced SEC(".maps");
+
 /* Number of entries in watch_cgroups, kept by user space (through the
  * skeleton's .bss): the cgroup lookup is skipped while it is 0. */
 __u32 nr_watched_cgroups = 0;
+
+/* Whether sched_wakeup announces busy edges (WAKE events), set by user
+ * space through the skeleton's .bss before any CPU is watched. */
+__u32 announce_wakeups = 0;
 
 /* Never written: exports struct elfen_lc_event into the object's BTF, so the
  * generated skeleton has a Rust type for it (checked against contract.rs). */
@@ -87,6 +105,22 @@ static __always_inline __u64 task_cgroup_id(struct task_struct *t)
 	return kn->id;
 }
 
+/* Whether a task of process tgid in cgroup cgid is an LC task. */
+static __always_inline bool is_lc(__u32 tgid, __u64 cgid)
+{
+	if (tgid == 0) /* the idle task, never LC */
+		return false;
+	if (bpf_map_lookup_elem(&watch_tgids, &tgid))
+		return true;
+	return nr_watched_cgroups && cgid && bpf_map_lookup_elem(&watch_cgroups, &cgid);
+}
+
+static __always_inline bool is_watched(__u32 cpu)
+{
+	__u32 *w = bpf_map_lookup_elem(&watch_cpus, &cpu);
+	return w && *w == ELFEN_WATCH_ON;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
@@ -101,16 +135,8 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 	__u32 tgid = next->tgid;
 	__u64 cgid = task_cgroup_id(next);
 
-	bool lc = false;
-	if (tgid != 0) { /* tgid 0: the idle task, never LC */
-		if (bpf_map_lookup_elem(&watch_tgids, &tgid))
-			lc = true;
-		else if (nr_watched_cgroups && cgid &&
-			 bpf_map_lookup_elem(&watch_cgroups, &cgid))
-			lc = true;
-	}
-	__u32 *w = bpf_map_lookup_elem(&watch_cpus, &cpu);
-	bool watched = w && *w == ELFEN_WATCH_ON;
+	bool lc = is_lc(tgid, cgid);
+	bool watched = is_watched(cpu);
 	bool was_lc = s->flags & ELFEN_SLOT_LC;
 	__u64 busy_ns = 0;
 
@@ -134,6 +160,15 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 	__u32 seq = __sync_fetch_and_add(&s->seq, 1) + 1;
 
 	if (watched && lc != was_lc) {
+		/* a BUSY the reader was woken for by its WAKE waits for the
+		 * reader's next wake-up */
+		__u64 flags = BPF_RB_FORCE_WAKEUP;
+		__u64 *a = bpf_map_lookup_elem(&announced, &cpu);
+		if (a && *a) {
+			if (lc && now - *a < ELFEN_ANNOUNCE_NS)
+				flags = BPF_RB_NO_WAKEUP;
+			*a = 0;
+		}
 		struct elfen_lc_event e = {
 			.time_ns = now,
 			.cpu = cpu,
@@ -144,8 +179,44 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 			.busy_ns = busy_ns,
 			.seq = seq,
 		};
-		if (bpf_ringbuf_output(&events, &e, sizeof(e), BPF_RB_FORCE_WAKEUP))
+		if (bpf_ringbuf_output(&events, &e, sizeof(e), flags))
 			__sync_fetch_and_add(&s->dropped, 1);
 	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(elfen_sched_wakeup, struct task_struct *p)
+{
+	if (!announce_wakeups || !bpf_core_field_exists(p->thread_info.cpu))
+		return 0;
+	__u32 cpu = p->thread_info.cpu;
+	if (!is_watched(cpu))
+		return 0;
+	__u32 tgid = p->tgid;
+	__u64 cgid = task_cgroup_id(p);
+	if (!is_lc(tgid, cgid))
+		return 0;
+	struct elfen_cpu_slot *s = bpf_map_lookup_elem(&cpu_slots, &cpu);
+	if (!s || (s->flags & ELFEN_SLOT_LC))
+		return 0; /* an LC task runs there: busy already */
+	__u64 *a = bpf_map_lookup_elem(&announced, &cpu);
+	if (!a)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (*a && now - *a < ELFEN_ANNOUNCE_NS)
+		return 0; /* announced already */
+	*a = now;
+	struct elfen_lc_event e = {
+		.time_ns = now,
+		.cpu = cpu,
+		.kind = ELFEN_EVENT_WAKE,
+		.tid = p->pid,
+		.tgid = tgid,
+		.cgroup_id = cgid,
+		.seq = s->seq,
+	};
+	if (bpf_ringbuf_output(&events, &e, sizeof(e), BPF_RB_FORCE_WAKEUP))
+		__sync_fetch_and_add(&s->dropped, 1);
 	return 0;
 }
