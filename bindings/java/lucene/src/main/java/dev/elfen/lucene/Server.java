@@ -277,12 +277,14 @@ public final class Server implements AutoCloseable {
         cfg.log().println("serve: query '" + job.term() + "' failed: " + e);
       }
       long end = System.nanoTime();
-      c.respond(resp, job.id(), end - begin, begin - job.arrivedNs(), status, hits);
-      signal.end(queue.size());
+      // counted before the response leaves, so a client that has its
+      // response sees the request counted
       if (status == Protocol.STATUS_OK) {
         served.incrementAndGet();
         serviceNsTotal.addAndGet(end - begin);
       }
+      c.respond(resp, job.id(), end - begin, begin - job.arrivedNs(), status, hits);
+      signal.end(queue.size());
       c.finishOne();
     }
   }
