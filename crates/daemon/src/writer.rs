@@ -5,8 +5,9 @@
 //! switches in, or earlier when the source announces it at the thread's
 //! wake-up (`elfen_bpf::Options::announce_wakeups`), `request_end` when the
 //! lane goes idle — then rings the lane's [`Bell`]s so guards and freezers
-//! act at once. An announced lane stays busy until the switch-in, for
-//! `ANNOUNCE_NS` at most (a woken LC thread that never ran there).
+//! act at once. An announced lane stays busy until the switch-in; if the
+//! woken LC thread has not run there `ANNOUNCE_NS` later, the next wake-up
+//! (at most `max_wait` later) sets it idle.
 //!
 //! The thread sleeps in epoll on the source's ring buffer (the BPF program
 //! wakes it at each transition), never spins. Between events it runs
@@ -336,12 +337,6 @@ fn run(
             .min(opts.max_wait)
             .as_micros()
             .div_ceil(1000);
-        // an announced switch-in is checked for within ANNOUNCE_NS
-        let ms = if lanes.iter().any(|l| l.announced.is_some()) {
-            1
-        } else {
-            ms
-        };
         let timeout = Duration::from_millis(ms.max(1) as u64);
         if let Err(e) = src.wait_events(timeout, |e| events.push(e)) {
             break Err(DaemonError::from(e));
@@ -357,8 +352,10 @@ fn run(
         for l in lanes.iter_mut() {
             let mut busy =
                 slots.lc_busy(l.cpu) || slots.snapshot(l.cpu).is_ok_and(|s| disc.runs_lc(&s));
-            // busy from the wake-up until the switch-in, for ANNOUNCE_NS
-            // at most (a woken LC task that never ran here)
+            // busy from the wake-up until the switch-in; a woken LC task
+            // that has not run here ANNOUNCE_NS later never will (checked
+            // at the next wake-up: no timer for it, its switch-in's event
+            // does not wake this thread either)
             match l.announced {
                 Some(a) if !busy && now_ns.saturating_sub(a.event_ns) < ANNOUNCE_NS => busy = true,
                 Some(_) if !busy => l.announced = None,
