@@ -350,17 +350,9 @@ fn run(
         }
         let now_ns = elfen_shm::clock::monotonic_ns();
         for l in lanes.iter_mut() {
-            let mut busy =
+            let runs_lc =
                 slots.lc_busy(l.cpu) || slots.snapshot(l.cpu).is_ok_and(|s| disc.runs_lc(&s));
-            // busy from the wake-up until the switch-in; a woken LC task
-            // that has not run here ANNOUNCE_NS later never will (checked
-            // at the next wake-up: no timer for it, its switch-in's event
-            // does not wake this thread either)
-            match l.announced {
-                Some(a) if !busy && now_ns.saturating_sub(a.event_ns) < ANNOUNCE_NS => busy = true,
-                Some(_) if !busy => l.announced = None,
-                _ => {}
-            }
+            let busy = reconciled(l, runs_lc, now_ns);
             if busy != l.lc.is_busy() {
                 stats.reconciled.fetch_add(1, Relaxed);
                 set_busy(l, busy, elfen_shm::clock::monotonic_ns(), stats);
@@ -424,6 +416,24 @@ fn on_event(
     set_busy(l, e.busy, e.time_ns, stats);
 }
 
+/// What a lane's LC line should say, given whether its slot shows an LC
+/// task running (`runs_lc`): busy while it does, and from an announced
+/// wake-up until the switch-in. A woken LC task that has not run here
+/// `ANNOUNCE_NS` later never will: the announcement is dropped (at the next
+/// wake-up: no timer for it, and its switch-in's event would not have woken
+/// this thread either).
+fn reconciled(l: &mut Lane, runs_lc: bool, now_ns: u64) -> bool {
+    match l.announced {
+        _ if runs_lc => true,
+        Some(a) if now_ns.saturating_sub(a.event_ns) < ANNOUNCE_NS => true,
+        Some(_) => {
+            l.announced = None;
+            false
+        }
+        None => false,
+    }
+}
+
 /// Writes one transition to a lane's LC line and rings its bells (nothing
 /// when the line already says so).
 fn set_busy(l: &mut Lane, busy: bool, time_ns: u64, stats: &WriterStats) {
@@ -442,5 +452,97 @@ fn set_busy(l: &mut Lane, busy: bool, time_ns: u64, stats: &WriterStats) {
             .iter()
             .filter(|b| !b.busy_only())
             .for_each(|b| b.ring());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use elfen_shm::PageSpec;
+
+    fn lane(dir: &std::path::Path) -> Lane {
+        let spec = PageSpec::for_pairs(&[(0, vec![1])], 0, 0);
+        let page = Arc::new(Page::create(dir.join("sig"), &spec).unwrap());
+        Lane {
+            cpu: 0,
+            lc: LcLane::attach(page, 0).unwrap(),
+            bells: Vec::new(),
+            next_id: 1,
+            announced: None,
+        }
+    }
+
+    fn event(busy: bool, woken: bool, time_ns: u64) -> LcEvent {
+        LcEvent {
+            cpu: 0,
+            busy,
+            woken,
+            time_ns,
+            tid: 7,
+            tgid: 7,
+            cgroup_id: 0,
+            busy_ns: 0,
+        }
+    }
+
+    #[test]
+    fn an_announced_edge_is_busy_until_the_switch_in_and_timed_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = lane(dir.path());
+        let stats = WriterStats::default();
+        let mut wake = latency_histogram();
+        // woken at 1,000 ns, published when the writer ran at 5,000
+        on_event(&mut l, &event(true, true, 1_000), 5_000, &mut wake, &stats);
+        assert!(l.lc.is_busy(), "published at the wake-up");
+        // before the switch-in the slot shows no LC task: still busy
+        assert!(reconciled(&mut l, false, 1_000 + ANNOUNCE_NS - 1));
+        // the switch-in at 9,000: the writer was there 4,000 ns before it
+        on_event(
+            &mut l,
+            &event(true, false, 9_000),
+            20_000,
+            &mut wake,
+            &stats,
+        );
+        assert!(l.announced.is_none());
+        assert_eq!(wake.len(), 1);
+        assert!(wake.max() <= 1, "off-lane 0 (recorded as 1 ns)");
+        assert_eq!(stats.begins.load(Relaxed), 1, "one request, not two");
+        on_event(
+            &mut l,
+            &event(false, false, 30_000),
+            31_000,
+            &mut wake,
+            &stats,
+        );
+        assert!(!l.lc.is_busy());
+        // not announced: timed from the switch-in to the writer running
+        on_event(
+            &mut l,
+            &event(true, false, 40_000),
+            52_000,
+            &mut wake,
+            &stats,
+        );
+        assert_eq!(wake.len(), 2);
+        assert!(wake.max() >= 11_900, "{}", wake.max());
+    }
+
+    #[test]
+    fn a_woken_lc_task_that_never_runs_here_is_dropped_after_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = lane(dir.path());
+        let stats = WriterStats::default();
+        let mut wake = latency_histogram();
+        on_event(&mut l, &event(true, true, 1_000), 2_000, &mut wake, &stats);
+        assert!(reconciled(&mut l, false, 1_000 + ANNOUNCE_NS / 2));
+        assert!(l.announced.is_some());
+        assert!(
+            !reconciled(&mut l, false, 1_000 + ANNOUNCE_NS),
+            "window over"
+        );
+        assert!(l.announced.is_none());
+        // the slot decides once the LC runs
+        assert!(reconciled(&mut l, true, 0));
     }
 }
