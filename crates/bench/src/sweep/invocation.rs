@@ -110,6 +110,15 @@ pub fn batch_plan(spec: &BenchSpec, rig: &Rig, config: Config, program: BatchPro
             })
             .collect()
     };
+    // one thread per CPU, free to move (the cpuset places them)
+    let free = |cpus: &[u32]| -> Vec<ThreadPlan> {
+        cpus.iter()
+            .map(|_| ThreadPlan {
+                cpu: None,
+                lane: None,
+            })
+            .collect()
+    };
     let (threads, sched) = match config {
         Config::Naive | Config::CfsQuota | Config::CpuIdle => {
             (pinned(l.all_cpus()), SchedClass::Other)
@@ -118,26 +127,8 @@ pub fn batch_plan(spec: &BenchSpec, rig: &Rig, config: Config, program: BatchPro
         Config::Guard => (pinned(l.batch_cpus.clone()), SchedClass::Idle),
         Config::Freeze => (pinned(l.batch_cpus.clone()), SchedClass::Other),
         // one per lane, free to move: blind isolation moves them by cpuset
-        Config::BlindIsolation => (
-            l.all_cpus()
-                .iter()
-                .map(|_| ThreadPlan {
-                    cpu: None,
-                    lane: None,
-                })
-                .collect(),
-            SchedClass::Other,
-        ),
-        Config::Cpuset => (
-            l.batch_cpus
-                .iter()
-                .map(|_| ThreadPlan {
-                    cpu: None,
-                    lane: None,
-                })
-                .collect(),
-            SchedClass::Other,
-        ),
+        Config::BlindIsolation => (free(&l.all_cpus()), SchedClass::Other),
+        Config::Cpuset => (free(&l.batch_cpus), SchedClass::Other),
         c if c.policy().is_some() => (
             l.batch_lanes
                 .iter()
