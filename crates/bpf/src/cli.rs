@@ -6,7 +6,6 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use elfen_results::Stat;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The BPF signal source's subcommands.
@@ -123,45 +122,60 @@ pub struct VisibilityReport {
     pub load_before: [f64; 3],
     /// Raw record: one entry per run.
     pub runs: Vec<Run>,
-    /// Derived: `<measurement>.<percentile>_ns` → median, min, max over runs.
-    pub summary: BTreeMap<String, Stat>,
+    /// Derived: each measurement's percentiles over runs.
+    pub summary: Summary,
 }
 
 /// Schema tag of [`VisibilityReport`].
-pub const SCHEMA: &str = "elfen-bpf-visibility/1";
+pub const SCHEMA: &str = "elfen-bpf-visibility/2";
 
-fn loadavg() -> [f64; 3] {
-    let s = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut v = s.split_whitespace().map(|x| x.parse().unwrap_or(f64::NAN));
-    [(); 3].map(|_| v.next().unwrap_or(f64::NAN))
+/// One measurement's percentiles over runs (median, min, max of each).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyOverRuns {
+    /// Samples over all runs.
+    pub samples: u64,
+    /// Median.
+    pub p50_ns: Stat,
+    /// 90th percentile.
+    pub p90_ns: Stat,
+    /// 99th percentile.
+    pub p99_ns: Stat,
+    /// Largest.
+    pub max_ns: Stat,
 }
 
-type Pick = fn(&Run) -> Option<&Latency>;
-const MEASUREMENTS: [(&str, Pick); 3] = [
-    ("visibility", |r| r.visibility.as_ref()),
-    ("event", |r| r.event.as_ref()),
-    ("poll", |r| r.poll.as_ref()),
-];
-type Field = (&'static str, fn(&Latency) -> f64);
-const FIELDS: [Field; 4] = [
-    ("p50", |l| l.p50_ns as f64),
-    ("p90", |l| l.p90_ns as f64),
-    ("p99", |l| l.p99_ns as f64),
-    ("max", |l| l.max_ns as f64),
-];
+/// The three measurements over runs; one no run made is `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    /// A thread switches in → the observer sees it in the per-CPU array.
+    pub visibility: Option<LatencyOverRuns>,
+    /// The same, through the ring buffer's event.
+    pub event: Option<LatencyOverRuns>,
+    /// The coarse `/proc` polling fallback.
+    pub poll: Option<LatencyOverRuns>,
+}
 
 /// Median/min/max over runs of every percentile of every measurement.
-pub fn summarize(runs: &[Run]) -> BTreeMap<String, Stat> {
-    let mut m = BTreeMap::new();
-    for (name, pick) in MEASUREMENTS {
-        for (field, get) in FIELDS {
-            let xs: Vec<f64> = runs.iter().filter_map(pick).map(get).collect();
-            if let Some(s) = Stat::of(&xs) {
-                m.insert(format!("{name}.{field}_ns"), s);
-            }
-        }
+pub fn summarize(runs: &[Run]) -> Summary {
+    let over = |pick: fn(&Run) -> Option<&Latency>| {
+        let ls: Vec<&Latency> = runs.iter().filter_map(pick).collect();
+        let stat =
+            |f: fn(&Latency) -> u64| Stat::of(&ls.iter().map(|l| f(l) as f64).collect::<Vec<_>>());
+        Some(LatencyOverRuns {
+            samples: ls.iter().map(|l| l.samples).sum(),
+            p50_ns: stat(|l| l.p50_ns)?,
+            p90_ns: stat(|l| l.p90_ns)?,
+            p99_ns: stat(|l| l.p99_ns)?,
+            max_ns: stat(|l| l.max_ns)?,
+        })
+    };
+    Summary {
+        visibility: over(|r| r.visibility.as_ref()),
+        event: over(|r| r.event.as_ref()),
+        poll: over(|r| r.poll.as_ref()),
     }
-    m
 }
 
 fn fmt_ns(ns: f64) -> String {
@@ -186,26 +200,29 @@ pub fn render(r: &VisibilityReport) -> String {
         "{:<12} {:>8} {:>11} {:>11} {:>11} {:>11}  {}\n",
         "measurement", "samples", "p50", "p90", "p99", "max", "target"
     );
-    for (name, pick) in MEASUREMENTS {
-        let samples: u64 = r.runs.iter().filter_map(pick).map(|l| l.samples).sum();
-        let get = |f: &str| r.summary.get(&format!("{name}.{f}_ns")).map(|s| s.median);
-        let Some(p50) = get("p50") else {
+    let rows = [
+        ("visibility", r.summary.visibility),
+        ("event", r.summary.event),
+        ("poll", r.summary.poll),
+    ];
+    for (name, l) in rows {
+        let Some(l) = l else {
             s += &format!("{name:<12} {:>8}\n", "not measured");
             continue;
         };
-        let cell = |f: &str| get(f).map(fmt_ns).unwrap_or_default();
         let target = match name {
-            "visibility" if get("p99").is_some_and(|v| v <= 1000.0) => "p99 <= 1 µs: met",
+            "visibility" if l.p99_ns.median <= 1000.0 => "p99 <= 1 µs: met",
             "visibility" => "p99 <= 1 µs: MISSED",
             "poll" => "coarse (about one scan interval)",
             _ => "",
         };
         s += &format!(
-            "{name:<12} {samples:>8} {:>11} {:>11} {:>11} {:>11}  {target}\n",
-            fmt_ns(p50),
-            cell("p90"),
-            cell("p99"),
-            cell("max")
+            "{name:<12} {:>8} {:>11} {:>11} {:>11} {:>11}  {target}\n",
+            l.samples,
+            fmt_ns(l.p50_ns.median),
+            fmt_ns(l.p90_ns.median),
+            fmt_ns(l.p99_ns.median),
+            fmt_ns(l.max_ns.median)
         );
     }
     if r.runs.len() > 1 {
@@ -238,11 +255,8 @@ fn run_visibility(a: VisibilityArgs) -> anyhow::Result<()> {
     params.event_samples = a.event_samples;
     params.poll_samples = a.poll_samples;
     params.poll_interval_us = a.poll_interval_us;
-    let created_unix_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let load_before = loadavg();
+    let created_unix_s = elfen_cmd::time::now_unix_s();
+    let load_before = elfen_cmd::proc::loadavg();
     let mut bpf = visibility::open_bpf();
     let bpf_desc = match &bpf {
         Ok(s) => s.describe(),
@@ -332,8 +346,13 @@ mod tests {
             })
             .into();
         let summary = summarize(&runs);
-        assert_eq!(summary["visibility.p50_ns"].median, 200.0);
-        assert!(!summary.contains_key("event.p50_ns"));
+        let v = summary.visibility.unwrap();
+        assert_eq!(
+            (v.p50_ns.median, v.p50_ns.min, v.p99_ns.max),
+            (200.0, 100.0, 900.0)
+        );
+        assert_eq!(v.samples, 30);
+        assert!(summary.event.is_none());
         let r = VisibilityReport {
             schema: SCHEMA.into(),
             created_unix_s: 0,

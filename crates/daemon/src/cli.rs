@@ -153,10 +153,7 @@ fn run_measure(a: MeasureArgs) -> anyhow::Result<()> {
         ..Params::default()
     };
     elfen_cmd::interrupt::install();
-    let created_unix_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let created_unix_s = elfen_cmd::time::now_unix_s();
     let load_before = elfen_cmd::proc::loadavg();
     let (runs, source) = measure::measure(&params)?;
     let report = MeasureReport {

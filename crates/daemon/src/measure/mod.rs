@@ -22,7 +22,8 @@
 //! CPU times are per thread (`/proc/<pid>/task/<tid>/schedstat`) over a
 //! window after a warm-up: writer + guards − occupation + the upkeep
 //! thread, as a share of one lane. Every run is kept in the JSON
-//! (`elfen-daemon-measure/1`); the table shows medians over runs.
+//! (`elfen-daemon-measure/2`); the table shows medians over runs
+//! ([`summary`]: the study of the runs; [`render`]: the table).
 
 use crate::config::{BatchSection, Config, Mode};
 use crate::daemon::Daemon;
@@ -31,15 +32,19 @@ use crate::helpers::LcHelperArgs;
 use crate::plan::Plan;
 use anyhow::{Context, bail};
 use elfen_cmd::proc::{kill_pid, thread_schedstat};
-use elfen_results::Stat;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod render;
+mod summary;
+
+pub use render::render;
+pub use summary::{PhaseSummary, Summary, summarize};
+
 /// Schema tag of [`MeasureReport`].
-pub const SCHEMA: &str = "elfen-daemon-measure/1";
+pub const SCHEMA: &str = "elfen-daemon-measure/2";
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,8 +156,8 @@ pub struct MeasureReport {
     pub load_after: [f64; 3],
     /// Raw record.
     pub runs: Vec<Run>,
-    /// `<phase>.<figure>` → median, min, max over runs.
-    pub summary: BTreeMap<String, Stat>,
+    /// Median, min and max over runs of each phase's figures.
+    pub summary: Summary,
 }
 
 /// A child process killed (by pid) when dropped.
@@ -430,131 +435,6 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("elfen-daemon-measure-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
-}
-
-type Pick = fn(&Run) -> Option<&Phase>;
-/// The phases, by name.
-const PHASES: [(&str, Pick); 3] = [
-    ("zero", |r| Some(&r.zero)),
-    ("half", |r| Some(&r.half)),
-    ("freeze", |r| r.freeze.as_ref()),
-];
-type Figure = (&'static str, fn(&Phase) -> f64);
-/// The figures summarized, by name.
-const FIGURES: [Figure; 13] = [
-    ("overhead_pct", |p| p.overhead_pct),
-    ("lc_busy_pct", |p| p.lc_busy_pct),
-    ("batch_pct", |p| p.batch_pct),
-    ("lc_periods", |p| p.lc_periods as f64),
-    ("writer_cpu_ns", |p| p.writer_cpu_ns as f64),
-    ("occupied_ns", |p| p.occupied_ns as f64),
-    ("off_lane_p50_ns", |p| {
-        nz(p.off_lane.samples, p.off_lane.p50_ns)
-    }),
-    ("off_lane_p99_ns", |p| {
-        nz(p.off_lane.samples, p.off_lane.p99_ns)
-    }),
-    ("step_aside_p50_ns", |p| {
-        nz(p.step_aside.samples, p.step_aside.p50_ns)
-    }),
-    ("step_aside_p99_ns", |p| {
-        nz(p.step_aside.samples, p.step_aside.p99_ns)
-    }),
-    ("freeze_p50_ns", |p| nz(p.freeze.samples, p.freeze.p50_ns)),
-    ("freeze_p99_ns", |p| nz(p.freeze.samples, p.freeze.p99_ns)),
-    ("thaw_p50_ns", |p| nz(p.thaw.samples, p.thaw.p50_ns)),
-];
-
-fn nz(samples: u64, v: u64) -> f64 {
-    if samples == 0 { f64::NAN } else { v as f64 }
-}
-
-/// Median, min and max over runs of every figure of every phase.
-pub fn summarize(runs: &[Run]) -> BTreeMap<String, Stat> {
-    let mut m = BTreeMap::new();
-    for (ph, pick) in PHASES {
-        for (fig, get) in FIGURES {
-            let xs: Vec<f64> = runs.iter().filter_map(pick).map(get).collect();
-            if let Some(s) = Stat::of(&xs) {
-                m.insert(format!("{ph}.{fig}"), s);
-            }
-        }
-    }
-    m
-}
-
-/// The table of a report.
-pub fn render(r: &MeasureReport) -> String {
-    let get = |k: &str| r.summary.get(k).map(|s| s.median);
-    let us = |k: &str| get(k).map_or("-".into(), |v| format!("{:.1} µs", v / 1000.0));
-    let pct = |k: &str| get(k).map_or("-".into(), |v| format!("{v:.2} %"));
-    let mut s = format!(
-        "source: {}\n{} run(s), {} ms windows; load average before {:.2}, after {:.2}\n\n",
-        r.source,
-        r.runs.len(),
-        r.params.window_ms,
-        r.load_before[0],
-        r.load_after[0]
-    );
-    s += &format!(
-        "{:<8} {:>9} {:>9} {:>10} {:>13} {:>13} {:>13} {:>13}\n",
-        "phase",
-        "LC busy",
-        "batch",
-        "overhead",
-        "off-lane p50",
-        "off-lane p99",
-        "occupy p50",
-        "occupy p99"
-    );
-    for (ph, _) in PHASES {
-        if get(&format!("{ph}.overhead_pct")).is_none() {
-            continue;
-        }
-        s += &format!(
-            "{ph:<8} {:>9} {:>9} {:>10} {:>13} {:>13} {:>13} {:>13}\n",
-            pct(&format!("{ph}.lc_busy_pct")),
-            pct(&format!("{ph}.batch_pct")),
-            pct(&format!("{ph}.overhead_pct")),
-            us(&format!("{ph}.off_lane_p50_ns")),
-            us(&format!("{ph}.off_lane_p99_ns")),
-            us(&format!("{ph}.step_aside_p50_ns")),
-            us(&format!("{ph}.step_aside_p99_ns")),
-        );
-    }
-    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
-    if let Some(p99) = get("half.off_lane_p99_ns") {
-        s += &format!(
-            "\nstep-aside (batch thread off the lane) p99 {:.1} µs (target <= 50 µs: {}); \
-             the guard occupies it by p99 {}\n",
-            p99 / 1000.0,
-            verdict(p99 <= 50_000.0),
-            us("half.step_aside_p99_ns")
-        );
-    }
-    for ph in ["zero", "half"] {
-        if let Some(o) = get(&format!("{ph}.overhead_pct")) {
-            s += &format!(
-                "daemon CPU at {ph} load {o:.2} % of a lane (target <= 2 %: {})\n",
-                verdict(o <= 2.0)
-            );
-        }
-    }
-    if get("freeze.freeze_p50_ns").is_some() {
-        s += &format!(
-            "freeze mode: freeze p50 {} p99 {}, thaw p50 {}; busy edge → frozen p50 {} p99 {}\n",
-            us("freeze.freeze_p50_ns"),
-            us("freeze.freeze_p99_ns"),
-            us("freeze.thaw_p50_ns"),
-            us("freeze.step_aside_p50_ns"),
-            us("freeze.step_aside_p99_ns")
-        );
-    }
-    s + "(medians over runs; every run is in the JSON. off-lane: LC switch-in → the daemon's \
-         SCHED_FIFO writer running on the batch lane to publish the busy edge (when the LC's \
-         wake-up announced it, that may be before the switch-in: then 0); occupy and the freeze \
-         row: the published busy edge (the wake-up when announced) → the guard running there, \
-         → the group frozen)\n"
 }
 
 /// Writes the report atomically (temp file + rename), creating the directory.

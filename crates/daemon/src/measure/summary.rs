@@ -1,0 +1,138 @@
+//! The study of `elfen daemon measure`'s runs: each phase's figures as
+//! median, min and max over runs.
+
+use super::{Phase, Run};
+use crate::guard::LatencySummary;
+use elfen_results::Stat;
+use serde::{Deserialize, Serialize};
+
+/// One phase's figures over runs. Latencies are `None` when no run had a
+/// sample (e.g. no freeze outside the freeze phase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSummary {
+    /// The daemon's CPU beyond the guards' occupation, % of one lane.
+    pub overhead_pct: Stat,
+    /// LC busy time, % of the window.
+    pub lc_busy_pct: Stat,
+    /// The batch spinner's CPU, % of one lane.
+    pub batch_pct: Stat,
+    /// LC busy periods begun in the window.
+    pub lc_periods: Stat,
+    /// Writer thread CPU, ns.
+    pub writer_cpu_ns: Stat,
+    /// Guards' occupation of the batch lane, ns.
+    pub occupied_ns: Stat,
+    /// LC switch-in → the writer on the batch lane, p50 (ns).
+    pub off_lane_p50_ns: Option<Stat>,
+    /// The same, p99 (ns).
+    pub off_lane_p99_ns: Option<Stat>,
+    /// Published busy edge → the guard running (→ frozen in the freeze
+    /// phase), p50 (ns).
+    pub step_aside_p50_ns: Option<Stat>,
+    /// The same, p99 (ns).
+    pub step_aside_p99_ns: Option<Stat>,
+    /// Freeze request → frozen, p50 (ns).
+    pub freeze_p50_ns: Option<Stat>,
+    /// The same, p99 (ns).
+    pub freeze_p99_ns: Option<Stat>,
+    /// The thaw write, p50 (ns).
+    pub thaw_p50_ns: Option<Stat>,
+}
+
+/// The three phases over runs; a phase no run had is `None`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// Zero load, guard mode.
+    pub zero: Option<PhaseSummary>,
+    /// Half load, guard mode.
+    pub half: Option<PhaseSummary>,
+    /// Half load, freeze mode.
+    pub freeze: Option<PhaseSummary>,
+}
+
+/// Median, min and max over runs of every figure of every phase.
+pub fn summarize(runs: &[Run]) -> Summary {
+    Summary {
+        zero: phase(runs.iter().map(|r| &r.zero).collect()),
+        half: phase(runs.iter().map(|r| &r.half).collect()),
+        freeze: phase(runs.iter().filter_map(|r| r.freeze.as_ref()).collect()),
+    }
+}
+
+fn phase(ps: Vec<&Phase>) -> Option<PhaseSummary> {
+    let stat = |f: fn(&Phase) -> f64| Stat::of(&ps.iter().map(|p| f(p)).collect::<Vec<_>>());
+    let lat = |f: fn(&Phase) -> (&LatencySummary, u64)| {
+        let xs: Vec<f64> = ps
+            .iter()
+            .map(|p| f(p))
+            .filter(|(l, _)| l.samples > 0)
+            .map(|(_, v)| v as f64)
+            .collect();
+        Stat::of(&xs)
+    };
+    Some(PhaseSummary {
+        overhead_pct: stat(|p| p.overhead_pct)?,
+        lc_busy_pct: stat(|p| p.lc_busy_pct)?,
+        batch_pct: stat(|p| p.batch_pct)?,
+        lc_periods: stat(|p| p.lc_periods as f64)?,
+        writer_cpu_ns: stat(|p| p.writer_cpu_ns as f64)?,
+        occupied_ns: stat(|p| p.occupied_ns as f64)?,
+        off_lane_p50_ns: lat(|p| (&p.off_lane, p.off_lane.p50_ns)),
+        off_lane_p99_ns: lat(|p| (&p.off_lane, p.off_lane.p99_ns)),
+        step_aside_p50_ns: lat(|p| (&p.step_aside, p.step_aside.p50_ns)),
+        step_aside_p99_ns: lat(|p| (&p.step_aside, p.step_aside.p99_ns)),
+        freeze_p50_ns: lat(|p| (&p.freeze, p.freeze.p50_ns)),
+        freeze_p99_ns: lat(|p| (&p.freeze, p.freeze.p99_ns)),
+        thaw_p50_ns: lat(|p| (&p.thaw, p.thaw.p50_ns)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lat(p50_ns: u64, p99_ns: u64) -> LatencySummary {
+        LatencySummary {
+            samples: 10,
+            p50_ns,
+            p99_ns,
+            max_ns: p99_ns,
+        }
+    }
+
+    fn half(overhead_pct: f64, p99_ns: u64) -> Phase {
+        Phase {
+            overhead_pct,
+            off_lane: lat(1_000, p99_ns),
+            ..Phase::default()
+        }
+    }
+
+    #[test]
+    fn medians_over_runs_per_phase_and_missing_latencies_stay_missing() {
+        let runs: Vec<Run> = [(2.4, 20_000), (2.2, 30_000), (2.6, 25_000)]
+            .into_iter()
+            .map(|(o, p99)| Run {
+                zero: Phase::default(),
+                half: half(o, p99),
+                freeze: None,
+            })
+            .collect();
+        let s = summarize(&runs);
+        let h = s.half.unwrap();
+        assert_eq!(
+            h.overhead_pct,
+            Stat {
+                median: 2.4,
+                min: 2.2,
+                max: 2.6
+            }
+        );
+        assert_eq!(h.off_lane_p99_ns.unwrap().median, 25_000.0);
+        assert_eq!(h.off_lane_p50_ns.unwrap().max, 1_000.0);
+        assert!(h.freeze_p50_ns.is_none(), "no run had a freeze sample");
+        assert!(s.zero.unwrap().off_lane_p99_ns.is_none());
+        assert!(s.freeze.is_none(), "no run had a freeze phase");
+        assert!(summarize(&[]).half.is_none());
+    }
+}
