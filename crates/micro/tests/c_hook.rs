@@ -12,7 +12,10 @@ use elfen_micro::ckernel::{CBuild, CKernel, c_state_size};
 use elfen_runtime::{BatchOptions, LcLane, NapChoice};
 use elfen_shm::{Page, PageSpec};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Acquire, Relaxed},
+};
 use std::time::{Duration, Instant};
 
 /// Every build of the C kernels that exists here (says which do not).
@@ -130,9 +133,22 @@ fn run_until_publishes_progress_and_stops() {
     }
 }
 
-/// Runs `kind` in `build` on a thread attached to lane 1; returns
-/// (units before the request, units at its end, naps during it).
-fn run_through_a_request(page: &Arc<Page>, kind: KernelKind, build: CBuild) -> (u64, u64, u64) {
+/// What a batch thread did through one request.
+struct ThroughRequest {
+    /// Units published when the request began.
+    begun: u64,
+    /// Units published when it was seen napping (instrumented builds), or
+    /// `begun` (plain).
+    at_nap: u64,
+    /// Units published 20 ms later, at the request's end.
+    ended: u64,
+    /// Naps during the request.
+    naps: u64,
+}
+
+/// Runs `kind` in `build` on a thread attached to lane 1 through one
+/// request of 20 ms.
+fn run_through_a_request(page: &Arc<Page>, kind: KernelKind, build: CBuild) -> ThroughRequest {
     let mut lc = LcLane::attach(page.clone(), 0).unwrap();
     let line = page.batch(1).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -156,9 +172,10 @@ fn run_through_a_request(page: &Arc<Page>, kind: KernelKind, build: CBuild) -> (
     let begun = units.load(Relaxed);
     if build != CBuild::Plain {
         wait_for("the instrumented kernel to nap", || {
-            line.napping.load(Relaxed) == 1
+            line.napping.load(Acquire) == 1
         });
     }
+    let at_nap = units.load(Relaxed);
     std::thread::sleep(Duration::from_millis(20));
     let ended = units.load(Relaxed);
     let naps = line.naps.load(Relaxed) - naps0;
@@ -168,7 +185,12 @@ fn run_through_a_request(page: &Arc<Page>, kind: KernelKind, build: CBuild) -> (
     });
     stop.store(true, Relaxed);
     batch.join().unwrap();
-    (begun, ended, naps)
+    ThroughRequest {
+        begun,
+        at_nap,
+        ended,
+        naps,
+    }
 }
 
 #[test]
@@ -180,19 +202,30 @@ fn instrumented_kernels_nap_while_busy_and_plain_ones_do_not() {
         .collect();
     for kind in KernelKind::ALL {
         for &build in &checked {
-            let (begun, ended, naps) = run_through_a_request(&page, kind, build);
-            assert_eq!(naps, 1, "{kind} {build:?}: one nap per request");
-            // It stops within the 16-unit publication chunk it was in.
+            let r = run_through_a_request(&page, kind, build);
+            assert_eq!(r.naps, 1, "{kind} {build:?}: one nap per request");
+            // Napping, it makes no progress until the request ends (the
+            // chunk it was in is published after the nap).
+            assert_eq!(
+                r.ended, r.at_nap,
+                "{kind} {build:?}: progressed while napping"
+            );
+            // It stepped aside within the 16-unit publication chunk it was
+            // in when it saw the busy state, which reaches the other CPU
+            // within a unit of the other kernels (~90 ns and up) but
+            // hundreds of Loop's ~1.5 ns units (a store's way between
+            // CPUs, longer in a VM).
+            let slack = if kind == KernelKind::Loop { 1024 } else { 16 };
             assert!(
-                ended <= begun + 16,
-                "{kind} {build:?}: ran {} units while busy",
-                ended - begun
+                r.at_nap <= r.begun + 16 + slack,
+                "{kind} {build:?}: ran {} units after the request began",
+                r.at_nap - r.begun
             );
         }
 
-        let (begun, ended, naps) = run_through_a_request(&page, kind, CBuild::Plain);
-        assert_eq!(naps, 0, "{kind}: the plain build never checks");
-        assert!(ended > begun, "{kind}: the plain build kept running");
+        let r = run_through_a_request(&page, kind, CBuild::Plain);
+        assert_eq!(r.naps, 0, "{kind}: the plain build never checks");
+        assert!(r.ended > r.begun, "{kind}: the plain build kept running");
     }
     let line = page.batch(1).unwrap();
     assert_eq!(line.attached.load(Relaxed), 0);
