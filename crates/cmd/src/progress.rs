@@ -121,10 +121,25 @@ mod tests {
     #[test]
     fn eta_follows_the_pace() {
         let mut p = Progress::new(false);
+        let t0 = Instant::now();
         p.count(10, 2.0);
+        let t1 = Instant::now();
         assert_eq!(p.eta_s(), 20.0, "the guess before the first step");
         p.step_done();
-        assert!(p.eta_s() < 1.0, "one quick step: the rest are quick too");
+        let t2 = Instant::now();
+        let eta = p.eta_s();
+        let t3 = Instant::now();
+        // the one step took between t2 - t1 and t3 - t0: the other nine
+        // at that pace, not at the guess (9 x 2 s)
+        let (lo, hi) = ((t2 - t1).as_secs_f64(), (t3 - t0).as_secs_f64());
+        assert!(
+            9.0 * lo - 1e-9 <= eta && eta <= 9.0 * hi + 1e-9,
+            "one step in {lo}..{hi} s: eta {eta} s"
+        );
+        assert!(
+            eta < 9.0,
+            "one quick step: the rest are quick too ({eta} s)"
+        );
         assert_eq!(p.steps(), (1, 10));
         p.say("not printed");
         p.show("not printed", true);

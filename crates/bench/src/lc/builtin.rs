@@ -555,7 +555,21 @@ mod tests {
         // long enough that the other four surely arrive while it runs
         s.write_all(&request_bytes(0, 200_000_000, b"", Kind::Work))
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // the others are sent once it has begun (not after a fixed wait: a
+        // loaded machine may start it late)
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !trace
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| matches!(p, Published::Begin(_)))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first request never began"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let mut rest = Vec::new();
         for id in 1..5 {
             rest.extend(request_bytes(id, 1_000_000, b"", Kind::Work));

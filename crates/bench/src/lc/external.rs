@@ -73,6 +73,8 @@ pub struct External {
     addr: SocketAddr,
     argv: Vec<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// The thread copying stderr into `stderr`; it ends at EOF.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl External {
@@ -98,9 +100,10 @@ impl External {
             ))
         })?;
         let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut stderr_reader = None;
         if let Some(mut e) = child.stderr.take() {
             let tail = stderr.clone();
-            std::thread::Builder::new()
+            let reader = std::thread::Builder::new()
                 .name("elfen-lc-stderr".into())
                 .spawn(move || {
                     let mut buf = [0u8; 1024];
@@ -115,6 +118,7 @@ impl External {
                     }
                 })
                 .map_err(|e| BenchError::io("spawning the stderr reader", e))?;
+            stderr_reader = Some(reader);
         }
         let mut me = External {
             pid: child.id(),
@@ -122,6 +126,7 @@ impl External {
             addr,
             argv,
             stderr,
+            stderr_reader,
         };
         me.wait_ready(launch.startup_timeout, stop)?;
         Ok(me)
@@ -167,8 +172,18 @@ impl External {
             .and_then(|c| c.try_wait().ok().flatten());
         match exited {
             Some(status) => {
-                // let the stderr reader drain what the child wrote last
-                std::thread::sleep(Duration::from_millis(50));
+                // let the stderr reader drain what the child wrote last: it
+                // ends at EOF, unless a process the service left behind
+                // still holds the pipe open
+                if let Some(r) = self.stderr_reader.take() {
+                    let t0 = Instant::now();
+                    while !r.is_finished() && t0.elapsed() < Duration::from_secs(2) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    if r.is_finished() {
+                        let _ = r.join();
+                    }
+                }
                 self.child = None;
                 Err(self.failure(&format!("exited ({status})")))
             }

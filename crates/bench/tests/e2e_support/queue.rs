@@ -1,7 +1,8 @@
 //! The budget policies through the built-in service. The worker publishes
 //! the queue length at every begin and end (`request_begin_with_queue`,
 //! `request_end_with_queue`). A burst's first request begins on an empty
-//! queue and the other four arrive while it runs, so:
+//! queue and the other four are sent once it is seen running (so they wait
+//! behind it, with most of its service time to spare), so:
 //!
 //! 1. every idle state between two requests of a burst must carry a queue
 //!    length > 0 — an observer spinning on the request lane's `state`
@@ -26,32 +27,79 @@ use std::sync::atomic::{AtomicBool, Ordering};
 const BUDGET_NS: u64 = 300_000;
 const BURSTS: u64 = 8;
 const PER_BURST: u64 = 5;
-const REQUEST_NS: u64 = 2_000_000;
+const REQUEST_NS: u64 = 10_000_000;
+/// The batch lane of the page (the batch thread of part 2 attaches to it).
+const BATCH_LANE: u32 = 1;
 
 /// Sends `BURSTS` bursts from the batch lane at real-time priority: one
-/// request, a quarter of its service time later the other four.
-fn drive(addr: SocketAddr, bat: u32, fifo: SchedClass) {
+/// request, and once the request lane's state word shows it begun the
+/// other four. Returns the batch lane's co-run time (ns) before each burst
+/// and after the last: the differences are the bursts' co-run times.
+fn drive(addr: SocketAddr, bat: u32, fifo: SchedClass, page: &Page) -> Vec<u64> {
     let _pin = elfen_topo::PinGuard::new(bat).unwrap();
     elfen_cmd::proc::set_sched(0, fifo).unwrap();
+    let word = &page.lc(0).unwrap().state;
+    let corun = || {
+        let ticks = page
+            .batch(BATCH_LANE)
+            .unwrap()
+            .corun_ticks
+            .load(Ordering::Relaxed);
+        page.clock().ticks_to_ns(ticks)
+    };
+    // every earlier request has begun (its response came back): the begin
+    // sequence moves only with this driver's requests from here on
+    let seq0 = state::seq(word.load(Ordering::Acquire));
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_nodelay(true).unwrap();
+    let mut coruns = Vec::new();
     for b in 0..BURSTS {
+        // an idle gap: the batch thread closes the last burst's co-running
         std::thread::sleep(std::time::Duration::from_millis(20));
+        coruns.push(corun());
         c.write_all(&wire::request_bytes(b * 10, REQUEST_NS, b"", Kind::Work))
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_nanos(REQUEST_NS / 4));
+        // sleep-poll (not spin: the dispatcher shares this CPU at the same
+        // real-time priority) until the first request has begun
+        let first = seq0.wrapping_add((b * PER_BURST) as u32 + 1);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while state::seq(word.load(Ordering::Acquire)) != first {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "burst {b}: its first request never began on the request lane"
+            );
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
         let mut rest = Vec::new();
         for i in 1..PER_BURST {
             rest.extend(wire::request_bytes(b * 10 + i, REQUEST_NS, b"", Kind::Work));
         }
         c.write_all(&rest).unwrap();
+        // not blocked in a read meanwhile: a response would wake this
+        // real-time thread on the observer's CPU just as the request lane
+        // goes idle between two requests, hiding that idle state
+        let last = first.wrapping_add(PER_BURST as u32 - 1);
+        loop {
+            let w = word.load(Ordering::Acquire);
+            if state::seq(w) == last && !state::busy(w) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "burst {b}: its requests did not end within 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         for _ in 0..PER_BURST {
             let mut r = [0u8; wire::RESPONSE_BYTES];
             c.read_exact(&mut r).unwrap();
             assert_eq!(Response::decode(&r).status, wire::Status::Ok);
         }
     }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    coruns.push(corun());
     elfen_cmd::proc::set_sched(0, SchedClass::Other).unwrap();
+    coruns
 }
 
 pub fn budget_is_spent_once_per_burst() {
@@ -109,7 +157,7 @@ pub fn budget_is_spent_once_per_burst() {
             }
             seen
         });
-        drive(svc.addr(), bat, fifo);
+        drive(svc.addr(), bat, fifo, &page);
         stop.store(true, Ordering::Relaxed);
         obs.join().unwrap()
     });
@@ -140,11 +188,11 @@ pub fn budget_is_spent_once_per_burst() {
 
     // 2. a fixed-budget batch thread co-runs once per burst
     stop.store(false, Ordering::Relaxed);
-    let stats: BatchStats = std::thread::scope(|s| {
+    let (stats, coruns): (BatchStats, Vec<u64>) = std::thread::scope(|s| {
         let batch = s.spawn(|| {
             let mut bt = BatchThread::attach(
                 page.clone(),
-                1,
+                BATCH_LANE,
                 BatchOptions::default().pin(true).nap(NapChoice::Spin),
             )
             .unwrap();
@@ -160,16 +208,24 @@ pub fn budget_is_spent_once_per_burst() {
             }
             bt.stats()
         });
-        drive(svc.addr(), bat, fifo);
+        let coruns = drive(svc.addr(), bat, fifo, &page);
         stop.store(true, Ordering::Relaxed);
-        batch.join().unwrap()
+        (batch.join().unwrap(), coruns)
     });
     svc.stop();
-    let per_burst = stats.corun_ns as f64 / BURSTS as f64;
+    // Co-running is wall time, so a burst whose batch thread lost its CPU
+    // (or the VM its host CPU) near the budget's end co-runs longer; the
+    // median burst is judged. A thread taking a fresh budget for a later
+    // request of the burst co-runs at least two budgets in most bursts.
+    let mut bursts: Vec<u64> = coruns.windows(2).map(|w| w[1] - w[0]).collect();
+    bursts.sort_unstable();
+    let per_burst = bursts[bursts.len() / 2] as f64;
     println!(
-        "  fixed budget {} us: co-ran {:.0} us per burst of {PER_BURST} requests ({} naps)",
+        "  fixed budget {} us: co-ran {:.0} us in the median burst of {PER_BURST} requests \
+         (bursts {:?} us; {} naps)",
         BUDGET_NS / 1000,
         per_burst / 1e3,
+        bursts.iter().map(|&n| n / 1000).collect::<Vec<_>>(),
         stats.naps
     );
     assert!(
@@ -178,6 +234,7 @@ pub fn budget_is_spent_once_per_burst() {
     );
     assert!(
         per_burst <= 1.5 * BUDGET_NS as f64,
-        "co-ran {per_burst:.0} ns per burst: more than one budget per burst ({stats:?})"
+        "co-ran {per_burst:.0} ns in the median burst: more than one budget per burst \
+         (bursts {bursts:?} ns; {stats:?})"
     );
 }

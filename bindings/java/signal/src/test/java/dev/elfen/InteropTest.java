@@ -30,6 +30,8 @@ class InteropTest {
         final AtomicReference<Throwable> failure = new AtomicReference<>();
         final AtomicReference<BatchStats> stats = new AtomicReference<>();
         final Thread thread;
+        /** The batch thread's kernel thread id (set before the constructor returns). */
+        volatile int tid;
 
         BatchLoop(Path page, NapChoice nap) throws InterruptedException {
             this(page, nap, Duration.ofSeconds(1));
@@ -40,6 +42,7 @@ class InteropTest {
             thread = new Thread(() -> {
                 BatchOptions o = BatchOptions.defaults().withPin(false).withNap(nap)
                         .withFutexTimeout(futexTimeout);
+                tid = TestSupport.gettid();
                 try (BatchThread b = BatchThread.open(page, 1, o)) {
                     attached.countDown();
                     while (!stop.get()) {
@@ -86,6 +89,12 @@ class InteropTest {
                 long frozen = loop.work.get();
                 Thread.sleep(5);
                 assertEquals(frozen, loop.work.get(), "no batch work while the LC is busy");
+                if (futex) {
+                    // registered in sleepers is not yet blocked: a wake in between would find no waiter
+                    // (and the nap would not block at all), so woken could not count it
+                    assertTrue(TestSupport.await(10_000, () -> TestSupport.inFutexWait(loop.tid)),
+                            "request " + r + ": the batch thread blocks in FUTEX_WAIT");
+                }
                 long wakeCalls = lc.wakeSyscalls;
                 lc.requestEnd();
                 if (futex) {

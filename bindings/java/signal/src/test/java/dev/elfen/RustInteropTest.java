@@ -112,7 +112,9 @@ class RustInteropTest {
             AtomicBoolean stop = new AtomicBoolean();
             AtomicReference<Throwable> failure = new AtomicReference<>();
             CountDownLatch attached = new CountDownLatch(1);
+            AtomicLong tid = new AtomicLong();
             Thread rust = new Thread(() -> {
+                tid.set(TestSupport.gettid());
                 try (Arena a = Arena.ofConfined()) {
                     MemorySegment opts = a.allocate(16, 4);
                     opts.set(JAVA_INT, 0, Layout.Nap.FUTEX); // nap
@@ -148,6 +150,9 @@ class RustInteropTest {
                     long frozen = work.get();
                     Thread.sleep(5);
                     assertEquals(frozen, work.get(), "no Rust batch work while the Java LC is busy");
+                    // registered in sleepers is not yet blocked: a wake in between would find no waiter
+                    assertTrue(TestSupport.await(10_000, () -> TestSupport.inFutexWait((int) tid.get())),
+                            "request " + req + ": the Rust batch thread blocks in FUTEX_WAIT");
                     long woken = lc.woken;
                     lc.requestEnd();
                     assertEquals(woken + 1, lc.woken, "the Java LC's FUTEX_WAKE woke the Rust thread");

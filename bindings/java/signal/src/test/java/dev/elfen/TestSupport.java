@@ -71,6 +71,41 @@ final class TestSupport {
         return v;
     }
 
+    /** The calling thread's kernel thread id. */
+    static int gettid() {
+        return Native.gettid();
+    }
+
+    /**
+     * Whether thread {@code tid} of this process is asleep in a shared
+     * {@code FUTEX_WAIT} (a futex nap; the JVM's own waits use private
+     * futexes). The kernel shows a thread's system call in
+     * /proc/self/task/TID/syscall only while the thread is blocked, and a
+     * futex waiter blocks only once it is queued on the word: from then on a
+     * {@code FUTEX_WAKE} finds it. Where that file cannot be read, the
+     * thread's state 'S' in its stat file stands in.
+     */
+    static boolean inFutexWait(int tid) {
+        Path task = Path.of("/proc/self/task/" + tid);
+        String call;
+        try {
+            call = Files.readString(task.resolve("syscall")).trim();
+        } catch (IOException e) {
+            try {
+                String stat = Files.readString(task.resolve("stat"));
+                return stat.substring(stat.lastIndexOf(')') + 2).startsWith("S");
+            } catch (IOException | RuntimeException e2) {
+                return false;
+            }
+        }
+        // "nr arg0 arg1 ...", "running" or "-1 sp pc"
+        String[] f = call.split(" ");
+        if (f.length < 3 || !f[0].equals(Long.toString(Native.SYS_FUTEX))) {
+            return false;
+        }
+        return Long.decode(f[2]) == Native.FUTEX_WAIT;
+    }
+
     /** Waits up to {@code ms} for {@code cond}; returns whether it held. */
     static boolean await(long ms, java.util.function.BooleanSupplier cond) throws InterruptedException {
         long deadline = System.nanoTime() + ms * 1_000_000L;
