@@ -72,6 +72,14 @@ pub fn thread_schedstat(pid: u32, tid: u32) -> Option<(u64, u64)> {
     parse_schedstat(&s)
 }
 
+/// How many times thread `tid` of process `pid` has been switched in (the
+/// third field of its `schedstat`): its wake-ups, for a thread that runs
+/// briefly and sleeps.
+pub fn thread_runs(pid: u32, tid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().nth(2)?.parse().ok()
+}
+
 /// Parses a `schedstat` line: `on_cpu_ns wait_ns timeslices`.
 pub fn parse_schedstat(s: &str) -> Option<(u64, u64)> {
     let mut it = s.split_whitespace().map(|w| w.parse::<u64>().ok());

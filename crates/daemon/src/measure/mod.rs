@@ -37,9 +37,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod reference;
 mod render;
 mod summary;
 
+pub use reference::{WakeCharge, wake_charge};
 pub use render::render;
 pub use summary::{PhaseSummary, Summary, summarize};
 
@@ -109,6 +111,13 @@ pub struct Phase {
     pub upkeep_cpu_ns: u64,
     /// Writer + guards − occupation + freezer + upkeep, % of one lane.
     pub overhead_pct: f64,
+    /// Times the writer was switched in during the window (its wake-ups).
+    #[serde(default)]
+    pub writer_runs: u64,
+    /// Times the guards were switched in (wake-ups, and returns after the
+    /// writer preempted them).
+    #[serde(default)]
+    pub guard_runs: u64,
     /// The batch spinner's CPU, % of one lane.
     pub batch_pct: f64,
     /// The LC's switch onto the request lane (the BPF event's time) → the
@@ -124,9 +133,13 @@ pub struct Phase {
     pub thaw: LatencySummary,
 }
 
-/// One run: the three phases.
+/// One run: the machine's wake-up charge and the three phases.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Run {
+    /// What the kernel charges a thread on the batch lane per wake-up from
+    /// the request lane, before any daemon code ([`reference`]).
+    #[serde(default)]
+    pub wake_charge: Option<WakeCharge>,
     /// Zero load, guard mode.
     pub zero: Phase,
     /// Half load, guard mode.
@@ -243,12 +256,18 @@ fn cpu_of(pid: u32, tid: u32) -> u64 {
     thread_schedstat(pid, tid).map_or(0, |(c, _)| c)
 }
 
+fn runs_of(pid: u32, tid: u32) -> u64 {
+    elfen_cmd::proc::thread_runs(pid, tid).unwrap_or(0)
+}
+
 /// CPU counters read at the start and end of a window.
 #[derive(Debug, Default, Clone, Copy)]
 struct Sample {
     at: Option<Instant>,
     writer: u64,
     guards: u64,
+    writer_runs: u64,
+    guard_runs: u64,
     occupied: u64,
     freezer: u64,
     upkeep: u64,
@@ -265,6 +284,8 @@ fn sample(d: &Daemon, freezer_tids: &[u32]) -> Sample {
         at: Some(Instant::now()),
         writer: d.writer().map_or(0, |w| cpu_of(me, w.tid())),
         guards: d.guards().iter().map(|g| cpu_of(me, g.tid())).sum(),
+        writer_runs: d.writer().map_or(0, |w| runs_of(me, w.tid())),
+        guard_runs: d.guards().iter().map(|g| runs_of(me, g.tid())).sum(),
         occupied: d.guards().iter().map(|g| g.occupied_ns()).sum(),
         freezer: freezer_tids.iter().map(|&t| cpu_of(me, t)).sum(),
         upkeep: cpu_of(me, elfen_cmd::proc::gettid()),
@@ -295,14 +316,19 @@ fn freezer_tids() -> Vec<u32> {
         .collect()
 }
 
-/// Runs the daemon for one phase; returns its figures and the source.
-fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Result<(Phase, String)> {
+/// The first lane pair's request CPU and first batch CPU.
+fn lane_pair(p: &Params) -> anyhow::Result<(u32, u32)> {
     let topo = elfen_topo::Topology::detect()?;
     let pairs = elfen_topo::plan_pairs(&topo, p.pairs.as_deref())?;
-    let cpu = pairs
+    pairs
         .first()
-        .map(|pair| pair.request)
-        .context("this machine has no lane pair (needs 2 CPUs)")?;
+        .and_then(|pair| Some((pair.request, *pair.batch.first()?)))
+        .context("this machine has no lane pair (needs 2 CPUs)")
+}
+
+/// Runs the daemon for one phase; returns its figures and the source.
+fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Result<(Phase, String)> {
+    let (cpu, _) = lane_pair(p)?;
     let lc_child = spawn_lc(p, cpu, lc)?;
     std::thread::sleep(Duration::from_millis(20));
     let plan = Plan::resolve(&phase_config(p, dir, lc_child.pid(), mode))
@@ -348,6 +374,8 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
         occupied_ns: occupied,
         freezer_cpu_ns: b.freezer.saturating_sub(a.freezer),
         upkeep_cpu_ns: b.upkeep.saturating_sub(a.upkeep),
+        writer_runs: b.writer_runs.saturating_sub(a.writer_runs),
+        guard_runs: b.guard_runs.saturating_sub(a.guard_runs),
         batch_pct: b.batch.saturating_sub(a.batch) as f64 * 100.0 / window_ns as f64,
         ..Phase::default()
     };
@@ -404,6 +432,15 @@ pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
     let mut source = String::new();
     let result = (|| {
         for i in 0..p.runs {
+            eprintln!("run {}/{}: the machine's wake-up charge", i + 1, p.runs);
+            let (request, batch) = lane_pair(p)?;
+            let charge = wake_charge(
+                request,
+                batch,
+                crate::config::DEFAULT_GUARD_PRIORITY + 1,
+                Duration::from_millis(p.window_ms.min(2000)),
+            )
+            .context("measuring the wake-up charge")?;
             eprintln!("run {}/{}: zero load", i + 1, p.runs);
             let (z, s) = phase(p, &dir, Mode::Guard, &zero)?;
             source = s;
@@ -416,6 +453,7 @@ pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
                 Some(phase(p, &dir, Mode::Freeze, &half)?.0)
             };
             runs.push(Run {
+                wake_charge: Some(charge),
                 zero: z,
                 half: h,
                 freeze: f,

@@ -76,6 +76,24 @@ pub fn render(r: &MeasureReport) -> String {
             );
         }
     }
+    if let Some(c) = sum.wake_charge_ns {
+        s += &format!(
+            "the machine's charge per wake-up of a thread on the batch lane from the request \
+             lane: {:.1} µs (a thread that does nothing else)\n",
+            c.median / 1000.0
+        );
+        if let Some(h) = &sum.half
+            && let Some(pct) = h.busy_edge_charge_pct
+        {
+            let o = h.overhead_pct.median;
+            s += &format!(
+                "at half load the busy edges' wake-ups of the writer cost {:.2} % of the lane at \
+                 that charge; the daemon's own work {:.2} % (of the {o:.2} % overhead)\n",
+                pct.median,
+                (o - pct.median).max(0.0)
+            );
+        }
+    }
     if let Some(f) = &sum.freeze
         && f.freeze_p50_ns.is_some()
     {

@@ -1,7 +1,7 @@
 //! The study of `elfen daemon measure`'s runs: each phase's figures as
 //! median, min and max over runs.
 
-use super::{Phase, Run};
+use super::{Phase, Run, WakeCharge};
 use crate::guard::LatencySummary;
 use elfen_results::Stat;
 use serde::{Deserialize, Serialize};
@@ -37,11 +37,22 @@ pub struct PhaseSummary {
     pub freeze_p99_ns: Option<Stat>,
     /// The thaw write, p50 (ns).
     pub thaw_p50_ns: Option<Stat>,
+    /// One wake-up of the writer from the request lane per LC busy period
+    /// (at the busy edge, before the guard occupies the lane) × the
+    /// machine's charge per wake-up, % of one lane: the part of the
+    /// overhead that is the machine's price of that wake-up (the idle
+    /// edge's wake-up falls inside the occupation). `None`: no charge
+    /// measured.
+    #[serde(default)]
+    pub busy_edge_charge_pct: Option<Stat>,
 }
 
 /// The three phases over runs; a phase no run had is `None`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Summary {
+    /// The kernel's charge per wake-up of a thread on the batch lane, ns.
+    #[serde(default)]
+    pub wake_charge_ns: Option<Stat>,
     /// Zero load, guard mode.
     pub zero: Option<PhaseSummary>,
     /// Half load, guard mode.
@@ -52,19 +63,35 @@ pub struct Summary {
 
 /// Median, min and max over runs of every figure of every phase.
 pub fn summarize(runs: &[Run]) -> Summary {
+    let charges: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.wake_charge.map(|c| c.charged_ns_per_wake))
+        .collect();
     Summary {
-        zero: phase(runs.iter().map(|r| &r.zero).collect()),
-        half: phase(runs.iter().map(|r| &r.half).collect()),
-        freeze: phase(runs.iter().filter_map(|r| r.freeze.as_ref()).collect()),
+        wake_charge_ns: Stat::of(&charges),
+        zero: phase(runs.iter().map(|r| (&r.zero, r.wake_charge)).collect()),
+        half: phase(runs.iter().map(|r| (&r.half, r.wake_charge)).collect()),
+        freeze: phase(
+            runs.iter()
+                .filter_map(|r| Some((r.freeze.as_ref()?, r.wake_charge)))
+                .collect(),
+        ),
     }
 }
 
-fn phase(ps: Vec<&Phase>) -> Option<PhaseSummary> {
-    let stat = |f: fn(&Phase) -> f64| Stat::of(&ps.iter().map(|p| f(p)).collect::<Vec<_>>());
+fn phase(ps: Vec<(&Phase, Option<WakeCharge>)>) -> Option<PhaseSummary> {
+    let stat = |f: fn(&Phase) -> f64| Stat::of(&ps.iter().map(|p| f(p.0)).collect::<Vec<_>>());
+    let charged: Vec<f64> = ps
+        .iter()
+        .filter_map(|(p, c)| {
+            let per_wake = c.as_ref()?.charged_ns_per_wake;
+            Some(p.lc_periods as f64 * per_wake * 100.0 / p.window_ns.max(1) as f64)
+        })
+        .collect();
     let lat = |f: fn(&Phase) -> (&LatencySummary, u64)| {
         let xs: Vec<f64> = ps
             .iter()
-            .map(|p| f(p))
+            .map(|p| f(p.0))
             .filter(|(l, _)| l.samples > 0)
             .map(|(_, v)| v as f64)
             .collect();
@@ -84,6 +111,7 @@ fn phase(ps: Vec<&Phase>) -> Option<PhaseSummary> {
         freeze_p50_ns: lat(|p| (&p.freeze, p.freeze.p50_ns)),
         freeze_p99_ns: lat(|p| (&p.freeze, p.freeze.p99_ns)),
         thaw_p50_ns: lat(|p| (&p.thaw, p.thaw.p50_ns)),
+        busy_edge_charge_pct: Stat::of(&charged),
     })
 }
 
@@ -103,6 +131,8 @@ mod tests {
     fn half(overhead_pct: f64, p99_ns: u64) -> Phase {
         Phase {
             overhead_pct,
+            window_ns: 1_000_000_000,
+            lc_periods: 1000,
             off_lane: lat(1_000, p99_ns),
             ..Phase::default()
         }
@@ -113,6 +143,10 @@ mod tests {
         let runs: Vec<Run> = [(2.4, 20_000), (2.2, 30_000), (2.6, 25_000)]
             .into_iter()
             .map(|(o, p99)| Run {
+                wake_charge: Some(WakeCharge {
+                    wakes: 1000,
+                    charged_ns_per_wake: 10_000.0,
+                }),
                 zero: Phase::default(),
                 half: half(o, p99),
                 freeze: None,
@@ -131,6 +165,9 @@ mod tests {
         assert_eq!(h.off_lane_p99_ns.unwrap().median, 25_000.0);
         assert_eq!(h.off_lane_p50_ns.unwrap().max, 1_000.0);
         assert!(h.freeze_p50_ns.is_none(), "no run had a freeze sample");
+        // 1,000 busy edges × 10 µs in 1 s = 1 % of the lane
+        assert!((h.busy_edge_charge_pct.unwrap().median - 1.0).abs() < 1e-9);
+        assert_eq!(s.wake_charge_ns.unwrap().median, 10_000.0);
         assert!(s.zero.unwrap().off_lane_p99_ns.is_none());
         assert!(s.freeze.is_none(), "no run had a freeze phase");
         assert!(summarize(&[]).half.is_none());
