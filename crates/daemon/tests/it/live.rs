@@ -184,9 +184,16 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
         spin_ns + lc_ns <= 1.3 * win,
         "the spinner and the LC hardly overlapped (without a guard each gets its whole CPU)"
     );
-    std::thread::sleep(Duration::from_millis(1900).saturating_sub(t_start.elapsed()));
+    // busy time reaches the line when a busy period ends: wait for the
+    // burst's end (about 1.8 s after the LC's start) rather than a fixed time
+    std::thread::sleep(Duration::from_millis(1800).saturating_sub(t_start.elapsed()));
     let page = elfen_shm::Page::attach(&s.page, elfen_shm::Access::Observer).unwrap();
     let l = page.lc(0).unwrap();
+    let idle = || !elfen_shm::state::busy(l.state.load(std::sync::atomic::Ordering::Acquire));
+    assert!(
+        wait_until(Duration::from_secs(3), idle),
+        "the LC line went idle after the burst"
+    );
     let busy_ms = page
         .clock()
         .ticks_to_ns(l.busy_ticks.load(std::sync::atomic::Ordering::Relaxed))
@@ -360,7 +367,15 @@ fn a_budget_policy_delays_the_guard_as_it_delays_a_nap() {
         "the LC line never went busy:\n{}",
         d.output()
     );
-    let t0 = Instant::now();
+    // t0: the busy period's start as the writer published it (this thread
+    // noticed it up to a poll later); the budget runs from there
+    let clock = page.clock();
+    let since = clock.ticks_to_ns(clock.now().saturating_sub(lc_line.busy_since.load(Acquire)));
+    let t0 = Instant::now() - Duration::from_nanos(since);
+    println!(
+        "noticed the busy period {:.1} ms after it began",
+        since as f64 / 1e6
+    );
     // (occupying, samples) while the LC line is busy in [from, to) ms
     let sample = |from: u64, to: u64| {
         let (mut occ, mut n) = (0u32, 0u32);
