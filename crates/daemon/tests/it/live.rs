@@ -420,12 +420,16 @@ fn a_budget_policy_delays_the_guard_as_it_delays_a_nap() {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{line}"));
-    println!("occupied {ms} ms of the 700 ms burst (budget 100 ms)");
+    println!("occupied {ms} ms in all, of which the 700 ms burst's after its 100 ms budget");
     assert!(
         ms > 200.0,
         "after the budget the guard occupied the lane: {line}"
     );
-    assert!(ms < 660.0, "not from the start of the burst: {line}");
+    // That it did not occupy before the budget ran out is the sampling's
+    // finding above (with the lane occupied, this thread would have seen
+    // the guard napping, or no samples at all). The total says nothing of
+    // it: the guard also held the lane while the LC started up (the policy
+    // begins NORMAL), for as long as that took.
 }
 
 /// kill -9 at random points of a running daemon, again and again: after
