@@ -407,7 +407,9 @@ impl Discovery {
                     if p == me || self.watched.contains(&p) || fresh {
                         continue;
                     }
-                    if matches_name(p, &name) {
+                    // a zombie keeps its name until reaped: a dying LC
+                    // must not count as found again
+                    if matches_name(p, &name) && elfen_shm::pid_alive(p) {
                         hits.push(p);
                     } else {
                         self.not_lc.insert(p, now);
