@@ -99,6 +99,11 @@ fn lc_bursts(
     lc_helper(name, &args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
+/// Whether the LC line says busy now.
+fn lc_busy_now(l: &elfen_shm::LcLine) -> bool {
+    elfen_shm::state::busy(l.state.load(Acquire))
+}
+
 /// GET /metrics from `addr` (host:port).
 fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
@@ -150,12 +155,28 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
         "the daemon found the LC {} ms after it started: too late to judge the guard in its burst",
         found.as_millis()
     );
+    let page = elfen_shm::Page::attach(&s.page, elfen_shm::Access::Observer).unwrap();
+    let (lc_line, guard_line) = (page.lc(0).unwrap(), page.batch(1).unwrap());
     let read = || {
         (
             Instant::now(),
             cpu_ns(d.pid(), guard[0]),
             cpu_ns(spinner, spinner),
             cpu_ns(lc.pid(), lc.pid()),
+            // busy periods the writer published, and the guard's occupations
+            lc_line.requests.load(Acquire) + u64::from(lc_busy_now(lc_line)),
+            guard_line.naps.load(Acquire),
+            // the line's busy time so far, the running period included
+            page.clock().ticks_to_ns(
+                lc_line.busy_ticks.load(Acquire)
+                    + if lc_busy_now(lc_line) {
+                        page.clock()
+                            .now()
+                            .saturating_sub(lc_line.busy_since.load(Acquire))
+                    } else {
+                        0
+                    },
+            ),
         )
     };
     std::thread::sleep(window_start.saturating_sub(t_start.elapsed()));
@@ -164,31 +185,47 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     let b = read();
     let win = (b.0 - a.0).as_nanos() as f64;
     let (guard_ns, spin_ns, lc_ns) = ((b.1 - a.1) as f64, (b.2 - a.2) as f64, (b.3 - a.3) as f64);
-    println!(
-        "LC found after {} ms; window {:.0} ms: LC ran {:.0} %, guard {:.0} %, spinner {:.0} %",
+    let diag = format!(
+        "LC found after {} ms; window {:.0} ms: LC ran {:.0} %, guard {:.0} %, spinner {:.0} %; \
+         the line said busy {:.0} %, busy periods published {}, guard occupations {}",
         found.as_millis(),
         win / 1e6,
         lc_ns * 100.0 / win,
         guard_ns * 100.0 / win,
-        spin_ns * 100.0 / win
+        spin_ns * 100.0 / win,
+        b.6.saturating_sub(a.6) as f64 * 100.0 / win,
+        b.4 - a.4,
+        b.5 - a.5
     );
+    println!("{diag}");
+    let line_ns = b.6.saturating_sub(a.6) as f64;
     assert!(
         lc_ns > 0.1 * win,
-        "the LC ran in its burst (else the check says nothing)"
+        "the LC ran in its burst (else the check says nothing): {diag}"
+    );
+    // The writer's line follows the LC: busy for most of the time the LC
+    // ran. Not all of it: after another process's thread has run on the
+    // LC's CPU, its slot can keep showing that thread for a long time while
+    // the LC's schedstat counts on (docs/daemon.md, Limits).
+    assert!(
+        line_ns >= 0.5 * lc_ns,
+        "the LC line said busy while the LC ran: {diag}"
+    );
+    // The guard holds the batch lane while the line says busy, and the
+    // batch spinner runs little then (without a guard it would run all the
+    // time; the kernel's RT throttling lets it have ~5 %).
+    assert!(
+        guard_ns >= 0.8 * line_ns,
+        "the guard occupied the batch lane while the line said busy: {diag}"
     );
     assert!(
-        guard_ns >= 0.5 * lc_ns,
-        "the guard occupied the batch lane while the LC ran"
-    );
-    assert!(
-        spin_ns + lc_ns <= 1.3 * win,
-        "the spinner and the LC hardly overlapped (without a guard each gets its whole CPU)"
+        spin_ns <= (win - line_ns).max(0.0) + 0.2 * win,
+        "the spinner hardly ran while the line said busy: {diag}"
     );
     // busy time reaches the line when a busy period ends: wait for the
     // burst's end (about 1.8 s after the LC's start) rather than a fixed time
     std::thread::sleep(Duration::from_millis(1800).saturating_sub(t_start.elapsed()));
-    let page = elfen_shm::Page::attach(&s.page, elfen_shm::Access::Observer).unwrap();
-    let l = page.lc(0).unwrap();
+    let l = lc_line;
     let idle = || !elfen_shm::state::busy(l.state.load(std::sync::atomic::Ordering::Acquire));
     assert!(
         wait_until(Duration::from_secs(3), idle),
