@@ -66,6 +66,12 @@ pub fn cgroup_procs(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// State (`R`, `S`, …) and last CPU of thread `tid` of process `tgid`;
+/// `None` if it is gone.
+pub fn task_state(tgid: u32, tid: u32) -> Option<(char, u32)> {
+    thread_state(Path::new(&format!("/proc/{tgid}/task/{tid}/stat")))
+}
+
 /// State and last CPU of one thread, from `/proc/<tgid>/task/<tid>/stat`.
 fn thread_state(path: &Path) -> Option<(char, u32)> {
     let s = std::fs::read_to_string(path).ok()?;
@@ -118,5 +124,8 @@ mod tests {
             v.iter().any(|&(t, _)| t == elfen_cmd::proc::gettid()),
             "{v:?}"
         );
+        let (state, _) = task_state(me, elfen_cmd::proc::gettid()).unwrap();
+        assert_eq!(state, 'R', "this thread runs while it reads its state");
+        assert!(task_state(me, u32::MAX).is_none());
     }
 }

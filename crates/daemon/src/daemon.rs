@@ -68,9 +68,9 @@ impl std::fmt::Display for ShutdownReport {
         if let Some(w) = &self.writer {
             writeln!(
                 f,
-                "writer: {} events, {} busy periods, {} reconciled from the slots, {} dropped by BPF; \
-                 busy edge → writer running {}",
-                w.events, w.begins, w.reconciled, w.dropped, w.wake
+                "writer: {} events, {} busy periods, {} reconciled from the slots ({} stale), {} \
+                 dropped by BPF; busy edge → writer running {}",
+                w.events, w.begins, w.reconciled, w.stale, w.dropped, w.wake
             )?;
         }
         if let Some(e) = &self.writer_error {

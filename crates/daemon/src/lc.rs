@@ -307,6 +307,18 @@ impl Discovery {
                 || (self.by_cgroup_id && s.cgroup_id != 0 && s.cgroup_id == self.cgroup_id))
     }
 
+    /// Whether a thread of a watched LC process is running or runnable on
+    /// `cpu` (read from /proc: for checking a slot that may be stale, not
+    /// for every event).
+    pub fn runnable_on(&self, cpu: u32) -> bool {
+        let mut threads = Vec::new();
+        self.watched.iter().any(|&p| {
+            threads.clear();
+            elfen_bpf::proc::running_threads(p, &mut threads);
+            threads.iter().any(|&(_, c)| c == cpu)
+        })
+    }
+
     /// Whether no LC process is known to run.
     pub fn is_lost(&self) -> bool {
         self.lost.is_some()

@@ -15,7 +15,10 @@
 //! each lane with the per-CPU slot — its LC flag, or its task being one of
 //! the LC processes (a process watched while it already runs is flagged by
 //! the kernel only from its next switch) — so a transition event lost to a
-//! full ring buffer, or never sent, is corrected at the next wake-up.
+//! full ring buffer, or never sent, is corrected at the next wake-up. At a
+//! wake-up without events it also checks a slot that has named the same
+//! non-LC task for a while against /proc ([`slot_is_stale`]): the kernel
+//! can switch back to a preempted task without the tracepoint.
 //!
 //! The harness uses it for `--lc-signal bpf` with
 //! [`WriterOptions::default`] (no priority, no pinning, no bells).
@@ -82,6 +85,9 @@ pub struct WriterStats {
     /// Lanes set from the slot's flag because no event said so (events
     /// lost to a full ring buffer, or not yet consumed).
     pub reconciled: AtomicU64,
+    /// Times a slot named a task that /proc said no longer ran there while
+    /// an LC thread was runnable there: the lane taken as busy.
+    pub stale: AtomicU64,
 }
 
 /// What a stopped writer reports.
@@ -95,6 +101,9 @@ pub struct WriterReport {
     pub ends: u64,
     /// Lanes corrected from the slots.
     pub reconciled: u64,
+    /// Stale slots seen (see [`WriterStats::stale`]).
+    #[serde(default)]
+    pub stale: u64,
     /// Events the BPF program dropped (full ring buffer), request lanes.
     pub dropped: u64,
     /// From the context switch that made a request lane busy (the event's
@@ -338,6 +347,7 @@ fn run(
             .as_micros()
             .div_ceil(1000);
         let timeout = Duration::from_millis(ms.max(1) as u64);
+        let events_before = stats.events.load(Relaxed);
         if let Err(e) = src.wait_events(timeout, |e| events.push(e)) {
             break Err(DaemonError::from(e));
         }
@@ -349,9 +359,19 @@ fn run(
             }
         }
         let now_ns = elfen_shm::clock::monotonic_ns();
+        let timed_out = stats.events.load(Relaxed) == events_before;
         for l in lanes.iter_mut() {
-            let runs_lc =
-                slots.lc_busy(l.cpu) || slots.snapshot(l.cpu).is_ok_and(|s| disc.runs_lc(&s));
+            let snap = slots.snapshot(l.cpu);
+            let mut runs_lc = slots.lc_busy(l.cpu) || snap.as_ref().is_ok_and(|s| disc.runs_lc(s));
+            if !runs_lc
+                && timed_out
+                && let Ok(s) = &snap
+                && slot_is_stale(s, l.cpu, now_ns)
+                && disc.runnable_on(l.cpu)
+            {
+                stats.stale.fetch_add(1, Relaxed);
+                runs_lc = true;
+            }
             let busy = reconciled(l, runs_lc, now_ns);
             if busy != l.lc.is_busy() {
                 stats.reconciled.fetch_add(1, Relaxed);
@@ -383,6 +403,7 @@ fn run(
         begins: stats.begins.load(Relaxed),
         ends: stats.ends.load(Relaxed),
         reconciled: stats.reconciled.load(Relaxed),
+        stale: stats.stale.load(Relaxed),
         dropped,
         wake: LatencySummary::of(&wake),
     })
@@ -414,6 +435,21 @@ fn on_event(
         l.announced = None;
     }
     set_busy(l, e.busy, e.time_ns, stats);
+}
+
+/// How long a slot must have shown the same non-LC task before the writer
+/// asks /proc whether that task still runs there.
+const STALE_AFTER_NS: u64 = 5_000_000;
+
+/// Whether `cpu`'s slot names a task that, by /proc, no longer runs there
+/// although no switch was recorded since (the kernel has been seen to
+/// switch back to a preempted task without the `sched_switch` tracepoint,
+/// for BPF and ftrace alike). The idle task (tid 0) is taken at its word.
+fn slot_is_stale(s: &elfen_bpf::SlotSnapshot, cpu: u32, now_ns: u64) -> bool {
+    if s.tid == 0 || !s.valid() || now_ns.saturating_sub(s.switch_ns) < STALE_AFTER_NS {
+        return false;
+    }
+    elfen_bpf::proc::task_state(s.tgid, s.tid).is_none_or(|(state, c)| state != 'R' || c != cpu)
 }
 
 /// What a lane's LC line should say, given whether its slot shows an LC
@@ -458,6 +494,7 @@ fn set_busy(l: &mut Lane, busy: bool, time_ns: u64, stats: &WriterStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use elfen_cmd::proc::gettid;
     use elfen_shm::PageSpec;
 
     fn lane(dir: &std::path::Path) -> Lane {
@@ -544,5 +581,48 @@ mod tests {
         assert!(l.announced.is_none());
         // the slot decides once the LC runs
         assert!(reconciled(&mut l, true, 0));
+    }
+
+    #[test]
+    fn a_slot_is_stale_when_its_task_no_longer_runs_there() {
+        let _pin = elfen_topo::PinGuard::new(0).unwrap();
+        let me = std::process::id();
+        let now = elfen_shm::clock::monotonic_ns();
+        let slot = |tgid: u32, tid: u32, switch_ns: u64| elfen_bpf::SlotSnapshot {
+            cpu: 0,
+            flags: elfen_bpf::contract::flags::VALID,
+            switch_ns,
+            tid,
+            tgid,
+            ..Default::default()
+        };
+        let old = now - 10 * STALE_AFTER_NS;
+        // this thread runs on cpu 0: the slot is right
+        assert!(!slot_is_stale(&slot(me, gettid(), old), 0, now));
+        // the same thread named for another CPU, a sleeping thread, a gone
+        // one: stale
+        assert!(slot_is_stale(&slot(me, gettid(), old), 1, now));
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ttx, trx) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            ttx.send(gettid()).unwrap();
+            rx.recv().ok();
+        });
+        let tid = trx.recv().unwrap();
+        let asleep = (0..1000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            elfen_bpf::proc::task_state(me, tid).is_some_and(|(s, _)| s == 'S')
+        });
+        assert!(asleep);
+        assert!(slot_is_stale(&slot(me, tid, old), 0, now));
+        tx.send(()).unwrap();
+        sleeper.join().unwrap();
+        assert!(slot_is_stale(&slot(me, u32::MAX, old), 0, now));
+        // the idle task, a recent switch, a slot never written: taken as is
+        assert!(!slot_is_stale(&slot(0, 0, old), 0, now));
+        assert!(!slot_is_stale(&slot(me, tid, now - 1000), 0, now));
+        let mut never = slot(me, tid, old);
+        never.flags = 0;
+        assert!(!slot_is_stale(&never, 0, now));
     }
 }

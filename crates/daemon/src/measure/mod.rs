@@ -23,7 +23,7 @@
 //! window after a warm-up: writer + guards − occupation + the upkeep
 //! thread, as a share of one lane. Every run is kept in the JSON
 //! (`elfen-daemon-measure/2`); the table shows medians over runs
-//! ([`summary`]: the study of the runs; [`render`]: the table).
+//! (`summary.rs`: the study of the runs; `render.rs`: the table).
 
 use crate::config::{BatchSection, Config, Mode};
 use crate::daemon::Daemon;
@@ -137,7 +137,7 @@ pub struct Phase {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Run {
     /// What the kernel charges a thread on the batch lane per wake-up from
-    /// the request lane, before any daemon code ([`reference`]).
+    /// the request lane, before any daemon code ([`wake_charge`]).
     #[serde(default)]
     pub wake_charge: Option<WakeCharge>,
     /// Zero load, guard mode.

@@ -204,9 +204,9 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
         "the LC ran in its burst (else the check says nothing): {diag}"
     );
     // The writer's line follows the LC: busy for most of the time the LC
-    // ran. Not all of it: after another process's thread has run on the
-    // LC's CPU, its slot can keep showing that thread for a long time while
-    // the LC's schedstat counts on (docs/daemon.md, Limits).
+    // ran. Not all of it: the kernel can switch back to the LC without a
+    // sched_switch event, and the writer notices that only at its next
+    // wake-up without events (docs/daemon.md, Limits).
     assert!(
         line_ns >= 0.5 * lc_ns,
         "the LC line said busy while the LC ran: {diag}"
