@@ -17,7 +17,7 @@
 //! the kernel only from its next switch) — so a transition event lost to a
 //! full ring buffer, or never sent, is corrected at the next wake-up. At a
 //! wake-up without events it also checks a slot that has named the same
-//! non-LC task for a while against /proc ([`slot_is_stale`]): the kernel
+//! non-LC task for a while against /proc (`slot_is_stale`): the kernel
 //! can switch back to a preempted task without the tracepoint.
 //!
 //! The harness uses it for `--lc-signal bpf` with
