@@ -65,25 +65,33 @@ pub fn set_timer_slack_ns(ns: u64) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
 
-/// `(on-CPU ns, run-queue wait ns)` of thread `tid` of process `pid`, from
+/// A thread's `schedstat`: the kernel's account of its CPU time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Schedstat {
+    /// Time on a CPU, ns.
+    pub on_cpu_ns: u64,
+    /// Time runnable but waiting on a run queue, ns.
+    pub wait_ns: u64,
+    /// Times switched in (its wake-ups, for a thread that runs briefly and
+    /// sleeps).
+    pub runs: u64,
+}
+
+/// The `schedstat` of thread `tid` of process `pid`, from
 /// `/proc/<pid>/task/<tid>/schedstat`.
-pub fn thread_schedstat(pid: u32, tid: u32) -> Option<(u64, u64)> {
+pub fn thread_schedstat(pid: u32, tid: u32) -> Option<Schedstat> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
     parse_schedstat(&s)
 }
 
-/// How many times thread `tid` of process `pid` has been switched in (the
-/// third field of its `schedstat`): its wake-ups, for a thread that runs
-/// briefly and sleeps.
-pub fn thread_runs(pid: u32, tid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
-    s.split_whitespace().nth(2)?.parse().ok()
-}
-
 /// Parses a `schedstat` line: `on_cpu_ns wait_ns timeslices`.
-pub fn parse_schedstat(s: &str) -> Option<(u64, u64)> {
+pub fn parse_schedstat(s: &str) -> Option<Schedstat> {
     let mut it = s.split_whitespace().map(|w| w.parse::<u64>().ok());
-    Some((it.next()??, it.next()??))
+    Some(Schedstat {
+        on_cpu_ns: it.next()??,
+        wait_ns: it.next()??,
+        runs: it.next()??,
+    })
 }
 
 /// The thread ids of process `pid` (empty if it is gone).
@@ -103,7 +111,7 @@ pub fn process_cpu_ns_except(pid: u32, exclude: &[u32]) -> u64 {
         .into_iter()
         .filter(|t| !exclude.contains(t))
         .filter_map(|t| thread_schedstat(pid, t))
-        .map(|(c, _)| c)
+        .map(|s| s.on_cpu_ns)
         .sum()
 }
 
@@ -239,7 +247,14 @@ mod tests {
 
     #[test]
     fn schedstat_parses_and_reads() {
-        assert_eq!(parse_schedstat("12 34 5\n"), Some((12, 34)));
+        assert_eq!(
+            parse_schedstat("12 34 5\n"),
+            Some(Schedstat {
+                on_cpu_ns: 12,
+                wait_ns: 34,
+                runs: 5
+            })
+        );
         assert_eq!(parse_schedstat("x"), None);
         let me = std::process::id();
         assert!(thread_schedstat(me, gettid()).is_some());

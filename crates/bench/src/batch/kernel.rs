@@ -219,8 +219,9 @@ impl BatchRun for KernelProcess {
             .map(|i| {
                 let s = slot(&self.region, i);
                 let tid = s.tid.load(Ordering::Acquire);
-                let (on_cpu_ns, wait_ns) =
-                    elfen_cmd::proc::thread_schedstat(self.pid, tid).unwrap_or((0, 0));
+                let elfen_cmd::proc::Schedstat {
+                    on_cpu_ns, wait_ns, ..
+                } = elfen_cmd::proc::thread_schedstat(self.pid, tid).unwrap_or_default();
                 ThreadSample {
                     units: s.units.load(Ordering::Relaxed),
                     run_ns: s.run_ns.load(Ordering::Relaxed),

@@ -432,9 +432,9 @@ impl BatchRun for ProgramProcess {
                 let (mut on, mut wait) = (0, 0);
                 for &p in &pids {
                     for t in proc::thread_ids(p) {
-                        let (o, w) = proc::thread_schedstat(p, t).unwrap_or((0, 0));
-                        on += o;
-                        wait += w;
+                        let s = proc::thread_schedstat(p, t).unwrap_or_default();
+                        on += s.on_cpu_ns;
+                        wait += s.wait_ns;
                     }
                 }
                 let units = match self.kind {

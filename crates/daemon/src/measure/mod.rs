@@ -31,7 +31,7 @@ use crate::guard::LatencySummary;
 use crate::helpers::LcHelperArgs;
 use crate::plan::Plan;
 use anyhow::{Context, bail};
-use elfen_cmd::proc::{kill_pid, thread_schedstat};
+use elfen_cmd::proc::{Schedstat, kill_pid, thread_schedstat};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -252,12 +252,12 @@ fn yes() -> bool {
     true
 }
 
-fn cpu_of(pid: u32, tid: u32) -> u64 {
-    thread_schedstat(pid, tid).map_or(0, |(c, _)| c)
+fn stat_of(pid: u32, tid: u32) -> Schedstat {
+    thread_schedstat(pid, tid).unwrap_or_default()
 }
 
-fn runs_of(pid: u32, tid: u32) -> u64 {
-    elfen_cmd::proc::thread_runs(pid, tid).unwrap_or(0)
+fn cpu_of(pid: u32, tid: u32) -> u64 {
+    stat_of(pid, tid).on_cpu_ns
 }
 
 /// CPU counters read at the start and end of a window.
@@ -280,12 +280,16 @@ fn sample(d: &Daemon, freezer_tids: &[u32]) -> Sample {
     let me = std::process::id();
     let lane = d.plan().request_lanes[0].lane;
     let lc = d.page().lc(lane).ok();
+    let writer = d
+        .writer()
+        .map_or_else(Schedstat::default, |w| stat_of(me, w.tid()));
+    let guards: Vec<Schedstat> = d.guards().iter().map(|g| stat_of(me, g.tid())).collect();
     Sample {
         at: Some(Instant::now()),
-        writer: d.writer().map_or(0, |w| cpu_of(me, w.tid())),
-        guards: d.guards().iter().map(|g| cpu_of(me, g.tid())).sum(),
-        writer_runs: d.writer().map_or(0, |w| runs_of(me, w.tid())),
-        guard_runs: d.guards().iter().map(|g| runs_of(me, g.tid())).sum(),
+        writer: writer.on_cpu_ns,
+        guards: guards.iter().map(|s| s.on_cpu_ns).sum(),
+        writer_runs: writer.runs,
+        guard_runs: guards.iter().map(|s| s.runs).sum(),
         occupied: d.guards().iter().map(|g| g.occupied_ns()).sum(),
         freezer: freezer_tids.iter().map(|&t| cpu_of(me, t)).sum(),
         upkeep: cpu_of(me, elfen_cmd::proc::gettid()),

@@ -12,7 +12,7 @@
 
 use crate::bell::Bell;
 use anyhow::Context;
-use elfen_cmd::proc::{SchedClass, gettid, set_sched, thread_runs, thread_schedstat};
+use elfen_cmd::proc::{SchedClass, gettid, set_sched, thread_schedstat};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -64,11 +64,7 @@ pub fn wake_charge(
         let (me, tid) = (std::process::id(), tid.load(Relaxed));
         let _pin = elfen_topo::PinGuard::new(request_cpu)?;
         std::thread::sleep(Duration::from_millis(5));
-        let read = || {
-            thread_schedstat(me, tid)
-                .map(|s| s.0)
-                .zip(thread_runs(me, tid))
-        };
+        let read = || thread_schedstat(me, tid);
         let a = read().context("reading the reference thread's schedstat")?;
         let end = Instant::now() + window;
         while Instant::now() < end {
@@ -76,10 +72,10 @@ pub fn wake_charge(
             std::thread::sleep(Duration::from_millis(1));
         }
         let b = read().context("reading the reference thread's schedstat")?;
-        let wakes = b.1.saturating_sub(a.1).max(1);
+        let wakes = b.runs.saturating_sub(a.runs).max(1);
         Ok(WakeCharge {
             wakes,
-            charged_ns_per_wake: b.0.saturating_sub(a.0) as f64 / wakes as f64,
+            charged_ns_per_wake: b.on_cpu_ns.saturating_sub(a.on_cpu_ns) as f64 / wakes as f64,
         })
     })();
     stop.store(true, Relaxed);

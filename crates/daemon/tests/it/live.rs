@@ -115,7 +115,7 @@ fn scrape(addr: &str) -> String {
 }
 
 fn cpu_ns(pid: u32, tid: u32) -> u64 {
-    thread_schedstat(pid, tid).map_or(0, |(c, _)| c)
+    thread_schedstat(pid, tid).map_or(0, |s| s.on_cpu_ns)
 }
 
 #[test]
