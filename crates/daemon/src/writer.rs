@@ -347,11 +347,11 @@ fn run(
             .as_micros()
             .div_ceil(1000);
         let timeout = Duration::from_millis(ms.max(1) as u64);
-        let events_before = stats.events.load(Relaxed);
         if let Err(e) = src.wait_events(timeout, |e| events.push(e)) {
             break Err(DaemonError::from(e));
         }
         stats.events.fetch_add(events.len() as u64, Relaxed);
+        let timed_out = events.is_empty();
         let woke_ns = elfen_shm::clock::monotonic_ns();
         for e in events.drain(..) {
             if let Some(l) = lanes.iter_mut().find(|l| l.cpu == e.cpu) {
@@ -359,19 +359,22 @@ fn run(
             }
         }
         let now_ns = elfen_shm::clock::monotonic_ns();
-        let timed_out = stats.events.load(Relaxed) == events_before;
         for l in lanes.iter_mut() {
-            let snap = slots.snapshot(l.cpu);
-            let mut runs_lc = slots.lc_busy(l.cpu) || snap.as_ref().is_ok_and(|s| disc.runs_lc(s));
-            if !runs_lc
-                && timed_out
-                && let Ok(s) = &snap
-                && slot_is_stale(s, l.cpu, now_ns)
-                && disc.runnable_on(l.cpu)
-            {
-                stats.stale.fetch_add(1, Relaxed);
-                runs_lc = true;
-            }
+            let runs_lc = slots.lc_busy(l.cpu)
+                || match slots.snapshot(l.cpu) {
+                    Ok(s) if disc.runs_lc(&s) => true,
+                    // only at a wake-up without events: the /proc reads
+                    // stay off the path of every transition
+                    Ok(s)
+                        if timed_out
+                            && slot_is_stale(&s, l.cpu, now_ns)
+                            && disc.runnable_on(l.cpu) =>
+                    {
+                        stats.stale.fetch_add(1, Relaxed);
+                        true
+                    }
+                    _ => false,
+                };
             let busy = reconciled(l, runs_lc, now_ns);
             if busy != l.lc.is_busy() {
                 stats.reconciled.fetch_add(1, Relaxed);
