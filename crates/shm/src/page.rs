@@ -646,6 +646,22 @@ impl Page {
         Ok(unsafe { self.page.at(HEADER_SIZE + lane as usize * LANE_STRIDE) })
     }
 
+    /// The LC's busy time so far on lane `lane`'s LC line, ns: completed
+    /// requests' `busy_ticks` plus the running request's time.
+    pub fn lc_busy_ns(&self, lane: u32) -> Result<u64, ShmError> {
+        let line = self.lc(lane)?;
+        let s = line.state.load(Acquire);
+        let done = line.busy_ticks.load(Acquire);
+        let running = if crate::state::busy(s) {
+            self.clock
+                .now()
+                .saturating_sub(line.busy_since.load(Acquire))
+        } else {
+            0
+        };
+        Ok(self.clock.ticks_to_ns(done.wrapping_add(running)))
+    }
+
     /// Lane `lane`'s controller line.
     pub fn controller(&self, lane: u32) -> Result<&ControllerLine, ShmError> {
         self.check_lane(lane)?;

@@ -66,6 +66,25 @@ fn create_attach_and_cleanup() {
 }
 
 #[test]
+fn lc_busy_time_counts_the_running_request() {
+    let d = tmp();
+    let page = Page::create(d.path().join("sig"), &two_lanes()).unwrap();
+    let (c, line) = (page.clock(), page.lc(0).unwrap());
+    let ms = |n: u64| c.ns_to_ticks(n * 1_000_000);
+    // completed requests' 5 ms, idle: just those
+    line.busy_ticks.store(ms(5), Relaxed);
+    let done = page.lc_busy_ns(0).unwrap();
+    assert!(done.abs_diff(5_000_000) < 50_000, "{done}");
+    // busy for the last 20 ms: those 5 ms plus the running 20
+    line.busy_since
+        .store(c.now().saturating_sub(ms(20)), Relaxed);
+    line.state.store(state::pack(true, 1, 0), Relaxed);
+    let running = page.lc_busy_ns(0).unwrap();
+    assert!((25_000_000..30_000_000).contains(&running), "{running}");
+    assert!(page.lc_busy_ns(9).is_err());
+}
+
+#[test]
 fn create_refuses_an_existing_page_unless_replacing() {
     let d = tmp();
     let p = d.path().join("sig");

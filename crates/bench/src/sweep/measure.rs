@@ -15,26 +15,7 @@ use crate::spec::{BatchProgram, BenchSpec, Config, LcSignal};
 use elfen_cmd::proc::{self, MachineTicks};
 use elfen_results::{BatchTimes, Distribution, LatencyBreakdown, MeasuredRep, Rep, Utilization};
 use elfen_runtime::NapChoice;
-use elfen_shm::Page;
 use std::sync::atomic::AtomicBool;
-
-/// The LC's busy time so far on the request lane's LC line, ns: completed
-/// requests' `busy_ticks` plus the running request's time.
-pub fn lc_busy_ns(page: &Page, lane: u32) -> u64 {
-    use std::sync::atomic::Ordering::Acquire;
-    let Ok(line) = page.lc(lane) else {
-        return 0;
-    };
-    let clock = page.clock();
-    let s = line.state.load(Acquire);
-    let done = line.busy_ticks.load(Acquire);
-    let running = if elfen_shm::state::busy(s) {
-        clock.now().saturating_sub(line.busy_since.load(Acquire))
-    } else {
-        0
-    };
-    clock.ticks_to_ns(done.wrapping_add(running))
-}
 
 /// Counters at a window edge.
 struct EdgeSample {
@@ -96,7 +77,7 @@ pub fn run_rep(
         }
         edges.push(EdgeSample {
             at_ns: elfen_shm::clock::monotonic_ns(),
-            lc_busy_ns: lc_busy_ns(&page, lane),
+            lc_busy_ns: page.lc_busy_ns(lane).unwrap_or(0),
             harness_cpu_ns: proc::process_cpu_ns_except(me, &exclude),
             batch: bp.as_ref().map(|b| b.sample()),
             machine: MachineTicks::now(),

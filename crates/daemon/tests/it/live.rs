@@ -167,16 +167,7 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
             lc_line.requests.load(Acquire) + u64::from(lc_busy_now(lc_line)),
             guard_line.naps.load(Acquire),
             // the line's busy time so far, the running period included
-            page.clock().ticks_to_ns(
-                lc_line.busy_ticks.load(Acquire)
-                    + if lc_busy_now(lc_line) {
-                        page.clock()
-                            .now()
-                            .saturating_sub(lc_line.busy_since.load(Acquire))
-                    } else {
-                        0
-                    },
-            ),
+            page.lc_busy_ns(0).unwrap(),
         )
     };
     std::thread::sleep(window_start.saturating_sub(t_start.elapsed()));
@@ -226,7 +217,7 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     // burst's end (about 1.8 s after the LC's start) rather than a fixed time
     std::thread::sleep(Duration::from_millis(1800).saturating_sub(t_start.elapsed()));
     let l = lc_line;
-    let idle = || !elfen_shm::state::busy(l.state.load(std::sync::atomic::Ordering::Acquire));
+    let idle = || !lc_busy_now(l);
     assert!(
         wait_until(Duration::from_secs(3), idle),
         "the LC line went idle after the burst"
@@ -388,7 +379,7 @@ fn a_budget_policy_delays_the_guard_as_it_delays_a_nap() {
     d.wait_for("running", Duration::from_secs(10));
     let page = elfen_shm::Page::attach(&s.page, elfen_shm::Access::Observer).unwrap();
     let (lc_line, guard_line) = (page.lc(0).unwrap(), page.batch(1).unwrap());
-    let lc_busy = || elfen_shm::state::busy(lc_line.state.load(Acquire));
+    let lc_busy = || lc_busy_now(lc_line);
     let occupying = || guard_line.napping.load(Acquire) > 0;
     let _pin = elfen_topo::PinGuard::new(1).unwrap();
     let _lc = lc_bursts(
