@@ -30,6 +30,8 @@ fn main() {
     if let Some(code) = dispatch_child(&args) {
         std::process::exit(code);
     }
+    // The sweeps pin threads to the lanes: one lane user at a time, machine-wide.
+    let _lanes = elfen_cmd::LaneLock::acquire().expect("the lane lock");
     let t0 = std::time::Instant::now();
     let tests: [(&str, fn()); 7] = [
         (

@@ -44,6 +44,8 @@ fn main() {
         println!("skipped: {why}");
         return;
     }
+    // The sweeps pin threads to the lanes: one lane user at a time, machine-wide.
+    let _lanes = elfen_cmd::LaneLock::acquire().expect("the lane lock");
     let t0 = std::time::Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let data = setup(dir.path());

@@ -8,12 +8,15 @@
 //! | Ctrl-C / SIGTERM: a flag the loops poll; a second signal removes registered files and exits 130 | [`interrupt`] |
 //! | progress lines on stderr (a live line with ETA on a terminal, plain lines otherwise) | [`progress`] |
 //! | UTC timestamps for result directories | [`time`] |
+//! | one user of the lanes at a time, machine-wide (tests, benchmarks) | [`lanelock`] |
 //! | `/proc` readings (per-thread CPU time, machine ticks, load) and scheduling classes | [`proc`] |
 #![deny(missing_docs)]
 
 pub mod interrupt;
+pub mod lanelock;
 pub mod proc;
 pub mod progress;
 pub mod time;
 
+pub use lanelock::LaneLock;
 pub use progress::Progress;

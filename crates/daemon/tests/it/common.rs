@@ -14,9 +14,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_elfen-daemon");
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Tests that run processes on the lanes run one at a time.
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+/// Tests that run processes on the lanes run one at a time, in this process
+/// and machine-wide (`elfen_cmd::LaneLock`).
+pub fn serial() -> (MutexGuard<'static, ()>, elfen_cmd::LaneLock) {
+    let inner = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    (
+        inner,
+        elfen_cmd::LaneLock::acquire().expect("the lane lock"),
+    )
 }
 
 /// `None` (and a printed reason) unless this test can use root, BPF and

@@ -6,10 +6,15 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Threaded tests pin threads to the same two CPUs: run them one at a time.
-pub fn serial() -> MutexGuard<'static, ()> {
+/// Threaded tests pin threads to the same two CPUs: run them one at a time,
+/// in this process and machine-wide (`elfen_cmd::LaneLock`).
+pub fn serial() -> (MutexGuard<'static, ()>, elfen_cmd::LaneLock) {
     static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    let inner = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    (
+        inner,
+        elfen_cmd::LaneLock::acquire().expect("the lane lock"),
+    )
 }
 
 /// A page with one request lane (lane 0) and its batch lane (lane 1).
