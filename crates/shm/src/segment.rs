@@ -76,7 +76,7 @@ impl Segment {
         }
         // Attach first (the attachment keeps it alive), then mark it: from
         // here on the kernel frees it with its last user.
-        let seg = Segment::attach_with_size(id, len, true);
+        let seg = Segment::attach(id, true);
         // SAFETY: IPC_RMID on the segment we just created.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
         let seg = seg?;
@@ -88,11 +88,6 @@ impl Segment {
 
     /// Attaches segment `id` (read-write or read-only) whole.
     pub fn attach(id: i32, writable: bool) -> std::io::Result<Segment> {
-        let s = Segment::stat(id)?;
-        Segment::attach_with_size(id, s.size, writable)
-    }
-
-    fn attach_with_size(id: i32, len: usize, writable: bool) -> std::io::Result<Segment> {
         let flags = if writable { 0 } else { libc::SHM_RDONLY };
         // SAFETY: shmat at an address of the kernel's choosing.
         let ptr = unsafe { libc::shmat(id, std::ptr::null(), flags) };
@@ -102,12 +97,11 @@ impl Segment {
         let mut seg = Segment {
             id,
             ptr: ptr.cast(),
-            len,
+            len: 0,
             writable,
         };
-        // The id may have been reused between a stat and this attach: what
-        // is attached now cannot change size any more, so take its size
-        // from a stat made while attached.
+        // What is attached now cannot change size any more (nor be freed,
+        // nor its id reused): its size from a stat made while attached.
         seg.len = Segment::stat(id)?.size;
         Ok(seg)
     }
@@ -216,7 +210,7 @@ fn set_owner(id: i32, gid: u32, mode: u32) -> std::io::Result<()> {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        // SAFETY: detaching exactly what `attach_with_size` attached.
+        // SAFETY: detaching exactly what `attach` attached.
         unsafe { libc::shmdt(self.ptr.cast()) };
     }
 }
