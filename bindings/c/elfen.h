@@ -43,24 +43,24 @@ extern "C" {
 
 /** The signal page layout version this header describes. Bump with
  *  `ABI_VERSION` in layout.rs on any change of offset, size or meaning. */
-#define ELFEN_ABI_VERSION 1u
+#define ELFEN_ABI_VERSION 2u
 
 /** "ELFENSIG" read as a little-endian u64: the first 8 bytes of a page. */
 #define ELFEN_MAGIC UINT64_C(0x4749534E45464C45)
-/** "ELFENBAT" read as a little-endian u64: the first 8 bytes of a batch file. */
+/** "ELFENBAT" read as a little-endian u64: the first 8 bytes of a batch segment. */
 #define ELFEN_BATCH_MAGIC UINT64_C(0x5441424E45464C45)
 
 #define ELFEN_LINE_SIZE 64u         /**< every line is one 64-byte cache line */
 #define ELFEN_HEADER_SIZE 128u      /**< page header: two lines */
 #define ELFEN_LANE_STRIDE 128u      /**< page bytes per lane: LC line + controller line */
-#define ELFEN_BATCH_HEADER_SIZE 64u /**< batch file header: one line */
-#define ELFEN_BATCH_STRIDE 64u      /**< batch file bytes per lane: one batch line */
+#define ELFEN_BATCH_HEADER_SIZE 64u /**< batch segment header: one line */
+#define ELFEN_BATCH_STRIDE 64u      /**< batch segment bytes per lane: one batch line */
 #define ELFEN_MAX_LANES 4096u       /**< most lanes one page may describe */
 #define ELFEN_MAX_PARTNERS 6u       /**< entries of elfen_controller_line.partners */
 
 /** Size of the page file for `lanes` lanes. */
 #define ELFEN_PAGE_SIZE(lanes) (ELFEN_HEADER_SIZE + (size_t)(lanes) * ELFEN_LANE_STRIDE)
-/** Size of the batch file for `lanes` lanes. */
+/** Size of the batch segment for `lanes` lanes. */
 #define ELFEN_BATCH_SIZE(lanes) (ELFEN_BATCH_HEADER_SIZE + (size_t)(lanes) * ELFEN_BATCH_STRIDE)
 
 /* elfen_header.clock: what the page's timestamps count */
@@ -126,9 +126,9 @@ typedef struct ELFEN_LINE_ALIGNED elfen_header {
     uint32_t lane_count;     /**< lanes described, 1..=ELFEN_MAX_LANES */
     uint32_t clock;          /**< ELFEN_CLOCK_* */
     uint64_t ticks_per_sec;  /**< page clock rate */
-    uint64_t instance;       /**< random id, repeated in the batch file */
+    uint64_t instance;       /**< random id, repeated in the batch segment */
     uint32_t creator_pid;    /**< process that created the page */
-    uint32_t flags;          /**< reserved, 0 */
+    uint32_t batch_shmid;    /**< System V shm id of the batch segment (shmat it) */
     uint64_t created_unix_s; /**< creation time */
     /* ---- line 1: written by the controller */
     uint64_t heartbeat;          /**< page clock at the controller's last sign of life (0 = never) */
@@ -173,19 +173,20 @@ typedef struct ELFEN_LINE_ALIGNED elfen_page_lane {
     elfen_controller_line controller;
 } elfen_page_lane;
 
-/** Batch file (`<page>.batch`), offset 0: its header. Written once by the creator. */
+/** Batch segment (the System V shared-memory segment header.batch_shmid
+ *  names; fixed size), offset 0: its header. Written once by the creator. */
 typedef struct ELFEN_LINE_ALIGNED elfen_batch_header {
     uint64_t magic;       /**< ELFEN_BATCH_MAGIC */
     uint32_t abi_version; /**< ELFEN_ABI_VERSION */
     uint32_t line_size;   /**< 64 */
-    uint64_t total_size;  /**< size of this file: ELFEN_BATCH_SIZE(lane_count) */
+    uint64_t total_size;  /**< size of the segment: ELFEN_BATCH_SIZE(lane_count) */
     uint32_t lane_count;  /**< equal to the page's */
     uint32_t reserved0;   /**< 0 */
     uint64_t instance;    /**< equal to the page's */
     uint64_t reserved[3]; /**< 0 */
 } elfen_batch_header;
 
-/** Batch file, lane i at ELFEN_BATCH_HEADER_SIZE + i * ELFEN_BATCH_STRIDE:
+/** Batch segment, lane i at ELFEN_BATCH_HEADER_SIZE + i * ELFEN_BATCH_STRIDE:
  *  the batch line. Written by the batch threads of lane i with atomic
  *  read-modify-writes (several may share a lane). */
 typedef struct ELFEN_LINE_ALIGNED elfen_batch_line {
@@ -227,7 +228,7 @@ ELFEN_ASSERT_FIELD(elfen_header, clock, 28, 4);
 ELFEN_ASSERT_FIELD(elfen_header, ticks_per_sec, 32, 8);
 ELFEN_ASSERT_FIELD(elfen_header, instance, 40, 8);
 ELFEN_ASSERT_FIELD(elfen_header, creator_pid, 48, 4);
-ELFEN_ASSERT_FIELD(elfen_header, flags, 52, 4);
+ELFEN_ASSERT_FIELD(elfen_header, batch_shmid, 52, 4);
 ELFEN_ASSERT_FIELD(elfen_header, created_unix_s, 56, 8);
 ELFEN_ASSERT_FIELD(elfen_header, heartbeat, 64, 8);
 ELFEN_ASSERT_FIELD(elfen_header, control, 72, 8);
@@ -298,7 +299,7 @@ ELFEN_STATIC_ASSERT(sizeof(elfen_batch_line) == ELFEN_BATCH_STRIDE, "batch strid
 ELFEN_INLINE elfen_page_lane *elfen_page_lane_at(void *page, uint32_t lane) {
     return (elfen_page_lane *)((char *)page + sizeof(elfen_header)) + lane;
 }
-/** Lane `lane`'s batch line in a batch file mapped at `batch` (no bounds check). */
+/** Lane `lane`'s batch line in a batch segment attached at `batch` (no bounds check). */
 ELFEN_INLINE elfen_batch_line *elfen_batch_line_at(void *batch, uint32_t lane) {
     return (elfen_batch_line *)((char *)batch + sizeof(elfen_batch_header)) + lane;
 }
@@ -347,7 +348,7 @@ uint32_t elfen_abi_version(void);
 
 /* ---- pages -------------------------------------------------------------- */
 
-/** A created or opened signal page (both files mapped). */
+/** A created or opened signal page (its file mapped, its batch segment attached). */
 typedef struct elfen_page elfen_page;
 
 /** How to create a page. Start from ELFEN_PAGE_OPTIONS_INIT (or pass NULL
@@ -357,37 +358,42 @@ typedef struct elfen_page_options {
     uint32_t nap;            /**< ELFEN_NAP_* for every lane */
     uint64_t budget_ns;      /**< budget of the budget policies, ns */
     uint32_t hybrid_spin_ns; /**< hybrid nap spin bound, ns (0 = the default, 50 us) */
-    uint32_t page_mode;      /**< file mode of the page (0 = 0644) */
-    uint32_t batch_mode;     /**< file mode of the batch file (0 = 0666) */
+    uint32_t page_mode;      /**< file mode of the page (0 = 0644; group/other write is refused) */
+    uint32_t batch_mode;     /**< permission bits of the batch segment (0 = 0644, or 0664 with a
+                                  batch_gid) */
     uint32_t replace;        /**< nonzero: replace an existing page at the path */
     uint32_t clock;          /**< ELFEN_CLOCK_AUTO, ELFEN_CLOCK_TSC (fails without an invariant TSC)
                                   or ELFEN_CLOCK_MONOTONIC_NS (pages that writers without a TSC
                                   reader attach to, e.g. Java) */
-    uint32_t reserved;       /**< 0 */
+    uint32_t batch_gid;      /**< group of the batch segment, whose members may attach batch
+                                  threads (0 = none: only the creator's user writes batch lines) */
 } elfen_page_options;
 
-/** Borrow idle, automatic nap, no budget, modes 0644/0666, fail if the page
- *  exists, the machine's best clock. */
-#define ELFEN_PAGE_OPTIONS_INIT {ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0666, 0, ELFEN_CLOCK_AUTO, 0}
+/** Borrow idle, automatic nap, no budget, page 0644 and batch segment 0644
+ *  (no batch group), fail if the page exists, the machine's best clock. */
+#define ELFEN_PAGE_OPTIONS_INIT {ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0, 0, ELFEN_CLOCK_AUTO, 0}
 
 /** Creates a page at `path` (a name without '/' lives in /dev/shm; tests use
  *  temporary paths) for request:batch CPU pairs given as `pairs`, e.g. "0:1"
  *  or "0:1+2,3:4" (lanes are laid out pair by pair, request lane first: "0:1"
  *  makes lane 0 = CPU 0 the request lane and lane 1 = CPU 1 its batch lane).
  *  `opts` may be NULL. The caller is the page's controller. Destroying the
- *  handle removes both files unless elfen_page_persist() was called.
+ *  handle removes the page file unless elfen_page_persist() was called (the
+ *  batch segment lives while some process has the page attached).
  *  Returns NULL on error. */
 elfen_page *elfen_page_create(const char *path, const char *pairs, const elfen_page_options *opts);
 
 /** Opens an existing page read-only (as an observer, like `elfen status`),
- *  validating both files. Returns NULL on error. */
+ *  validating the page file and its batch segment. Returns NULL on error. */
 elfen_page *elfen_page_open(const char *path);
 
-/** Unmaps the page; removes its files if this handle created it and it was
- *  not persisted. NULL is ignored. */
+/** Unmaps the page (and detaches its batch segment); removes the page file
+ *  if this handle created it and it was not persisted. NULL is ignored. */
 void elfen_page_destroy(elfen_page *page);
 
-/** Keeps the files of a created page after elfen_page_destroy(). */
+/** Keeps the page file of a created page after elfen_page_destroy(). Its
+ *  batch segment lives while some process has the page attached: a persisted
+ *  page nobody holds any more is refused at open ("is gone"). */
 int elfen_page_persist(elfen_page *page);
 
 /** Lanes in the page (0 if `page` is NULL). */
@@ -434,7 +440,7 @@ int elfen_page_batch_mode(const elfen_page *page);
 typedef struct elfen_lc elfen_lc;
 
 /** Attaches the calling LC thread to request lane `lane` of the page at
- *  `page_path` (page read-write, batch file read-only). NULL on error. */
+ *  `page_path` (page read-write, batch segment read-only). NULL on error. */
 elfen_lc *elfen_lc_attach(const char *page_path, uint32_t lane);
 /** A request starts: busy, id `id` (plain stores; no syscall). */
 int elfen_lc_begin(elfen_lc *lc, uint64_t id);
@@ -456,7 +462,7 @@ void elfen_lc_detach(elfen_lc *lc);
 /* ---- batch side: the calling thread ------------------------------------- */
 
 /** Attaches the calling thread as a batch thread of batch lane `lane` of the
- *  page at `page_path` (page read-only, batch file read-write), pins it to
+ *  page at `page_path` (page read-only, batch segment read-write), pins it to
  *  the lane's CPU (restored at detach), and naps with backend `nap`
  *  (ELFEN_NAP_PAGE for the controller line's choice, or ELFEN_NAP_*). From
  *  now on elfen_check() in this thread watches the lane's request lane.

@@ -29,7 +29,8 @@
 /* The option and stats structs as the Rust side lays them out
  * (crates/capi/tests/abi.rs asserts the same numbers). */
 _Static_assert(sizeof(elfen_page_options) == 40 && offsetof(elfen_page_options, budget_ns) == 8 &&
-                   offsetof(elfen_page_options, replace) == 28 && offsetof(elfen_page_options, clock) == 32,
+                   offsetof(elfen_page_options, replace) == 28 && offsetof(elfen_page_options, clock) == 32 &&
+                   offsetof(elfen_page_options, batch_gid) == 36,
                "elfen_page_options layout");
 _Static_assert(sizeof(elfen_batch_options) == 16 && offsetof(elfen_batch_options, futex_timeout_us) == 8,
                "elfen_batch_options layout");
@@ -87,25 +88,23 @@ static int write_file(const char *path, const unsigned char *b, size_t n) {
     return w == n ? 0 : -1;
 }
 
-/* Copies the page `good` to `name` (and its batch file), with `patch`
- * applied to the page bytes; `len` overrides the page length if nonzero. */
+/* Copies the page file `good` to `name` with `patch` applied to its bytes;
+ * `len` overrides the length if nonzero. The copy names the same batch
+ * segment, which lives while `good` is held. */
 static const char *bad_copy(const char *good, const char *name, void (*patch)(unsigned char *),
                             size_t len, char *out, size_t outlen) {
-    char p[600], b[600];
-    size_t n = 0, bn = 0;
-    snprintf(p, sizeof p, "%s.batch", good);
-    unsigned char *page = t_read_file(good, &n), *batch = t_read_file(p, &bn);
-    REQUIRE(page && batch, "cannot read %s", good);
+    size_t n = 0;
+    unsigned char *page = t_read_file(good, &n);
+    REQUIRE(page, "cannot read %s", good);
     if (patch) patch(page);
     t_path(out, outlen, name);
-    snprintf(b, sizeof b, "%s.batch", out);
-    REQUIRE(!write_file(out, page, len ? len : n) && !write_file(b, batch, bn), "cannot write %s", out);
+    REQUIRE(!write_file(out, page, len ? len : n), "cannot write %s", out);
     free(page);
-    free(batch);
     return out;
 }
 static void patch_magic(unsigned char *p) { memcpy(p, "ELFENXXX", 8); }
-static void patch_version(unsigned char *p) { ((elfen_header *)p)->abi_version = 2; }
+static void patch_version(unsigned char *p) { ((elfen_header *)p)->abi_version = 1; }
+static void patch_shmid(unsigned char *p) { ((elfen_header *)p)->batch_shmid = 0x7ffffff0u; }
 
 static void test_bad_input(void) {
     char good[512], missing[512], bad[512];
@@ -138,7 +137,11 @@ static void test_bad_input(void) {
     expect_null("lc attach wrong magic", elfen_lc_attach(bad, 0), "magic");
     bad_copy(good, "badversion", patch_version, 0, bad, sizeof bad);
     expect_error("batch attach wrong version", elfen_batch_attach(bad, 1, ELFEN_NAP_SPIN), ELFEN_EPAGE,
-                 "ABI version 2");
+                 "ABI version 1, this build speaks version 2");
+    bad_copy(good, "gone", patch_shmid, 0, bad, sizeof bad);
+    expect_null("open a page whose batch segment is gone", elfen_page_open(bad), "is gone");
+    CHECK(strstr(elfen_last_error(), "shm id 2147483632") != NULL, "names the segment: %s",
+          elfen_last_error());
     bad_copy(good, "short", NULL, 16, bad, sizeof bad);
     expect_null("open short page", elfen_page_open(bad), "shorter");
 
@@ -180,8 +183,8 @@ static void test_bad_input(void) {
     o.clock = 3;
     expect_null("bad clock in options", elfen_page_create(bad, "0:1", &o), "unknown clock 3");
     o = (elfen_page_options)ELFEN_PAGE_OPTIONS_INIT;
-    o.reserved = 1;
-    expect_null("reserved options field set", elfen_page_create(bad, "0:1", &o), "reserved must be 0");
+    o.page_mode = 0666;
+    expect_null("a page file others could write", elfen_page_create(bad, "0:1", &o), "page_mode 666");
     o = (elfen_page_options)ELFEN_PAGE_OPTIONS_INIT;
     o.policy = ELFEN_POLICY_FIXED_BUDGET;
     o.budget_ns = 500000;
@@ -257,7 +260,8 @@ static void test_queue_with_begin_and_end(void) {
 static void test_page_clock(void) {
     char path[512];
     elfen_page_options o = ELFEN_PAGE_OPTIONS_INIT;
-    CHECK(o.clock == ELFEN_CLOCK_AUTO && o.reserved == 0, "ELFEN_PAGE_OPTIONS_INIT: auto clock");
+    CHECK(o.clock == ELFEN_CLOCK_AUTO && o.batch_gid == 0 && o.batch_mode == 0,
+          "ELFEN_PAGE_OPTIONS_INIT: auto clock, no batch group");
     elfen_page *page = elfen_page_create(t_path(path, sizeof path, "clock-auto"), "0:1", &o);
     REQUIRE(page != NULL, "create (auto clock): %s", elfen_last_error());
     uint32_t detected = elfen_page_header(page)->clock;

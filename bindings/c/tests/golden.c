@@ -1,16 +1,16 @@
 /*
- * Golden vectors, from C: testdata/signal/v1-2lanes.{page,batch}.bin and the
+ * Golden vectors, from C: testdata/signal/v2-2lanes.{page,batch}.bin and the
  * JSON listing every field.
  *
  *  1. read:  every field of the JSON is found through the C structs of
  *            elfen.h (member address - base == JSON offset == the offsetof
  *            sum, sizeof member == JSON size, value read through the member
  *            == JSON value), and every named struct member is in the JSON;
- *  2. write: a zeroed page and batch file written from the JSON values
+ *  2. write: a zeroed page file and batch segment image written from the JSON values
  *            through the struct members equal the .bin files byte for byte;
  *  3. the header's constants and state helpers agree with the vectors.
  *
- * Usage: golden TESTDATA_DIR (the directory holding v1-2lanes.json).
+ * Usage: golden TESTDATA_DIR (the directory holding v2-2lanes.json).
  */
 #include "harness.h"
 #include "json.h"
@@ -47,14 +47,14 @@ static void add(table *t, int file, const char *name, void *addr, size_t offset,
 }
 
 /* Every named (non-reserved) member of the layout, for `lanes` lanes of the
- * page at base[PAGE] and batch file at base[BATCH]. */
+ * page file at base[PAGE] and batch segment bytes at base[BATCH]. */
 static void build(table *t, uint32_t lanes) {
     char n[64];
     elfen_header *h = (elfen_header *)t->base[PAGE];
     elfen_batch_header *bh = (elfen_batch_header *)t->base[BATCH];
 #define HDR(m) add(t, PAGE, "header." #m, &h->m, offsetof(elfen_header, m), sizeof h->m)
     HDR(magic); HDR(abi_version); HDR(line_size); HDR(total_size); HDR(lane_count);
-    HDR(clock); HDR(ticks_per_sec); HDR(instance); HDR(creator_pid); HDR(flags);
+    HDR(clock); HDR(ticks_per_sec); HDR(instance); HDR(creator_pid); HDR(batch_shmid);
     HDR(created_unix_s); HDR(heartbeat); HDR(control); HDR(heartbeat_stale_ns);
 #define BHDR(m) add(t, BATCH, "batch_header." #m, &bh->m, offsetof(elfen_batch_header, m), sizeof bh->m)
     BHDR(magic); BHDR(abi_version); BHDR(line_size); BHDR(total_size); BHDR(lane_count);
@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
     const char *dir = argv[1];
     char path[1024];
     size_t jlen = 0;
-    snprintf(path, sizeof path, "%s/v1-2lanes.json", dir);
+    snprintf(path, sizeof path, "%s/v2-2lanes.json", dir);
     char *text = (char *)t_read_file(path, &jlen);
     REQUIRE(text != NULL, "cannot read %s", path);
     const char *err = NULL;
@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_U64(h->magic, ELFEN_MAGIC, "header.magic vs ELFEN_MAGIC");
     CHECK(!memcmp(page, "ELFENSIG", 8), "the page starts with ELFENSIG");
     CHECK_EQ_U64(bh->magic, ELFEN_BATCH_MAGIC, "batch_header.magic vs ELFEN_BATCH_MAGIC");
-    CHECK(!memcmp(batch, "ELFENBAT", 8), "the batch file starts with ELFENBAT");
+    CHECK(!memcmp(batch, "ELFENBAT", 8), "the batch segment starts with ELFENBAT");
     CHECK_EQ_U64(h->abi_version, ELFEN_ABI_VERSION, "header.abi_version");
     CHECK_EQ_U64(h->line_size, ELFEN_LINE_SIZE, "header.line_size");
     CHECK_EQ_U64(h->total_size, page_size, "header.total_size");
@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
         if (f && !j_u64(j_text(o, "value"), &value)) member_set(f, value);
     }
     compare_bytes("page", bin[PAGE], wr.base[PAGE], page_size);
-    compare_bytes("batch file", bin[BATCH], wr.base[BATCH], batch_size);
+    compare_bytes("batch segment", bin[BATCH], wr.base[BATCH], batch_size);
 
     /* ---- 3. helpers and constants against the vector's values */
     const elfen_page_lane *l0 = elfen_page_lane_at(page, 0), *l1 = elfen_page_lane_at(page, 1);

@@ -31,17 +31,19 @@ pub struct PageOptions {
     pub budget_ns: u64,
     /// Hybrid spin bound, ns (0 = the default).
     pub hybrid_spin_ns: u32,
-    /// Mode of the page file (0 = 0644).
+    /// Mode of the page file (0 = 0644; group or other write bits are refused).
     pub page_mode: u32,
-    /// Mode of the batch file (0 = 0666).
+    /// Permission bits of the batch segment (0 = 0644, or 0664 with a
+    /// `batch_gid`).
     pub batch_mode: u32,
     /// Nonzero: replace an existing page.
     pub replace: u32,
     /// The page clock: 0 = this machine's best (TSC where invariant),
     /// `ELFEN_CLOCK_TSC` or `ELFEN_CLOCK_MONOTONIC_NS`.
     pub clock: u32,
-    /// 0.
-    pub reserved: u32,
+    /// Group of the batch segment, whose members may attach batch threads
+    /// (0 = none: only the creator's user writes batch lines).
+    pub batch_gid: u32,
 }
 
 impl Default for PageOptions {
@@ -53,10 +55,10 @@ impl Default for PageOptions {
             budget_ns: 0,
             hybrid_spin_ns: 0,
             page_mode: 0o644,
-            batch_mode: 0o666,
+            batch_mode: 0,
             replace: 0,
             clock: CLOCK_AUTO,
-            reserved: 0,
+            batch_gid: 0,
         }
     }
 }
@@ -145,17 +147,14 @@ pub fn page_spec(pairs: &str, o: &PageOptions) -> Result<PageSpec, Error> {
     if o.page_mode != 0 {
         spec.page_mode = o.page_mode;
     }
+    if o.batch_gid != 0 {
+        spec = spec.with_batch_group(o.batch_gid);
+    }
     if o.batch_mode != 0 {
         spec.batch_mode = o.batch_mode;
     }
     spec.replace = o.replace != 0;
     spec.clock = page_clock(o.clock)?;
-    if o.reserved != 0 {
-        return Err(Error::new(
-            EINVAL,
-            "elfen_page_create: elfen_page_options.reserved must be 0",
-        ));
-    }
     spec.validate()?;
     Ok(spec)
 }
@@ -210,7 +209,7 @@ pub unsafe extern "C" fn elfen_page_open(path: *const c_char) -> *mut ElfenPage 
     )
 }
 
-/// `elfen_page_destroy`: unmaps; removes the files of a created, unpersisted page.
+/// `elfen_page_destroy`: unmaps; removes the page file of a created, unpersisted page.
 ///
 /// # Safety
 /// `page` is NULL or a live handle, not used afterwards.
@@ -228,7 +227,8 @@ pub unsafe extern "C" fn elfen_page_destroy(page: *mut ElfenPage) {
     }
 }
 
-/// `elfen_page_persist`: keeps the files after destroy.
+/// `elfen_page_persist`: keeps the page file after destroy (the batch
+/// segment lives while some process has the page attached).
 ///
 /// # Safety
 /// `page` is NULL or a live handle.

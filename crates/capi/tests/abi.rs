@@ -199,14 +199,49 @@ fn repr_c_structs_match_the_header() {
         .unwrap();
     assert!(
         init.contains(
-            "{ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0666, 0, ELFEN_CLOCK_AUTO, 0}"
+            "{ELFEN_POLICY_BORROW_IDLE, ELFEN_NAP_AUTO, 0, 0, 0644, 0, 0, ELFEN_CLOCK_AUTO, 0}"
         ),
         "{init}"
     );
     assert_eq!(PageOptions::default().policy, 1);
     assert_eq!(PageOptions::default().page_mode, 0o644);
     assert_eq!(PageOptions::default().clock, 0);
+    assert_eq!(offset_of!(PageOptions, batch_gid), 36);
     assert_eq!(define(&h, "ELFEN_CLOCK_AUTO"), CLOCK_AUTO.into());
+}
+
+#[test]
+fn page_options_set_the_batch_segments_group_and_mode() {
+    let d = tempfile::tempdir().unwrap();
+    // default: the creator's user writes batch lines, everyone reads
+    let spec = page_spec("0:1", &PageOptions::default()).unwrap();
+    assert_eq!((spec.batch_mode, spec.batch_gid), (0o644, None));
+    // a batch group writes too
+    let o = PageOptions {
+        batch_gid: 65534,
+        ..PageOptions::default()
+    };
+    let spec = page_spec("0:1", &o).unwrap();
+    assert_eq!((spec.batch_mode, spec.batch_gid), (0o664, Some(65534)));
+    let p = c(d.path().join("grp").to_str().unwrap());
+    // SAFETY: valid strings and options; the handle is destroyed below.
+    unsafe {
+        let page = elfen_page_create(p.as_ptr(), c"0:1".as_ptr(), &o);
+        assert!(!page.is_null(), "{}", last_error());
+        let st = elfen_shm::Segment::stat((*page).page().batch_shmid()).unwrap();
+        assert_eq!((st.gid, st.mode), (65534, 0o664));
+        elfen_page_destroy(page);
+    }
+    // a page file others could write is refused before anything is made
+    let bad = PageOptions {
+        page_mode: 0o666,
+        ..PageOptions::default()
+    };
+    let e = page_spec("0:1", &bad).unwrap_err().to_string();
+    assert!(
+        e.contains("page_mode 666") && e.contains("owner only"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -158,7 +158,7 @@ impl Daemon {
                 None
             }
         };
-        let page_path = elfen_shm::page_path(&cfg.page.to_string_lossy());
+        let page_path = elfen_shm::page_path(&cfg.page.path.to_string_lossy());
         let page = Arc::new(Page::create(&page_path, &plan.page_spec)?);
         page.beat()?;
         // A controller is dead when it missed 10 heartbeats: batch threads

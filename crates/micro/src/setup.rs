@@ -2,7 +2,7 @@
 
 use crate::error::MicroError;
 use elfen_cmd::interrupt::{self, CleanupGuard};
-use elfen_shm::{Page, PageSpec, batch_path};
+use elfen_shm::{Page, PageSpec};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,7 +85,7 @@ impl BenchPage {
             elfen_policy::PolicyKind::BorrowIdle.id(),
             0,
         );
-        let cleanup = interrupt::register(&[&path, &batch_path(&path)], &[dir.path()]);
+        let cleanup = interrupt::register(&[&path], &[dir.path()]);
         let page = Arc::new(Page::create(&path, &spec)?);
         Ok(BenchPage {
             page,

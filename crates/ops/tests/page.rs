@@ -196,3 +196,51 @@ fn metrics_are_scraped_over_http() {
         .to_string();
     assert!(e.contains("in use"), "{e}");
 }
+
+#[test]
+fn garbled_batch_lines_are_shown_as_they_are() {
+    // A permitted batch writer may store any bytes in the batch segment:
+    // status, its rates, its text and JSON, and the metrics read them as
+    // they are, without a panic (debug builds panic on overflow too).
+    let dir = tempfile::tempdir().unwrap();
+    let p = page(&dir);
+    let obs = status::attach(p.path()).unwrap();
+    let seg = elfen_shm::Segment::attach(p.batch_shmid(), true).unwrap();
+    let header = elfen_shm::layout::BATCH_HEADER_SIZE;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for round in 0..64 {
+        let before = PageStatus::read(&obs, 1000.0).unwrap();
+        // the lines (the header too would make new attaches refuse the page)
+        let bytes: Vec<u8> = (header..seg.len())
+            .map(|_| match round % 4 {
+                0 => 0xff,
+                1 => 0x00,
+                2 => 0x80,
+                _ => {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                }
+            })
+            .collect();
+        seg.write_bytes(header, &bytes);
+        let after = PageStatus::read(&obs, 1000.0).unwrap();
+        let r = Rates::between(&before, &after);
+        let _ = Rates::between(&after, &before);
+        let text = elfen_ops::render::text(&after, Some(&r));
+        assert!(text.contains("batch"), "{text}");
+        serde_json::to_string(&after).unwrap();
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(
+            &mut out,
+            &elfen_ops::metrics::page_registry(p.clone(), 1000.0),
+        )
+        .unwrap();
+        assert!(out.contains("elfen_batch_naps_total"), "{out}");
+    }
+    seg.write_bytes(header, &vec![0xff; seg.len() - header]);
+    let s = PageStatus::read(&obs, 1000.0).unwrap();
+    assert_eq!(s.lanes[1].batch.naps, u64::MAX, "read as it is");
+    assert_eq!(s.lanes[1].batch.sleepers, u32::MAX);
+}

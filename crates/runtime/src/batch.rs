@@ -206,7 +206,7 @@ impl BatchThread {
     /// Attaches the calling thread to batch lane `lane`.
     ///
     /// The page must be attached with [`Access::Batch`] or
-    /// [`Access::Controller`] (write access to the batch file). Reads the
+    /// [`Access::Controller`] (write access to the batch segment). Reads the
     /// lane's controller line (policy, budget, nap backend, hybrid bound,
     /// reference IPC), resolves the nap backend against this machine, opens
     /// the request lane's IPC counters for dynamic refresh, pins the thread

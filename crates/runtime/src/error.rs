@@ -64,7 +64,7 @@ pub enum RuntimeError {
     ReadOnly {
         /// The file that must be writable.
         path: PathBuf,
-        /// "page file" or "batch file".
+        /// "page file" or "batch segment".
         file: &'static str,
         /// "LC lane" or "batch thread".
         role: &'static str,
@@ -155,7 +155,7 @@ pub enum RuntimeError {
 pub(crate) enum Side {
     /// An LC thread (writes the page file, attaches to a request lane).
     Lc,
-    /// A batch thread (writes the batch file, attaches to a batch lane).
+    /// A batch thread (writes the batch segment, attaches to a batch lane).
     Batch,
 }
 
@@ -180,8 +180,8 @@ pub(crate) fn attach_check(
                 need: "LC or controller",
             },
             Side::Batch => RuntimeError::ReadOnly {
-                path: page.batch_path().to_path_buf(),
-                file: "batch file",
+                path: path(),
+                file: "batch segment",
                 role: "batch thread",
                 need: "batch or controller",
             },

@@ -57,7 +57,7 @@ pub enum ShmError {
         found: String,
         /// The expected magic.
         expected: &'static str,
-        /// "signal page" or "batch file".
+        /// "signal page" or "batch segment".
         what: &'static str,
     },
     /// Another ABI version.
@@ -115,16 +115,86 @@ pub enum ShmError {
         /// What was attempted.
         what: &'static str,
     },
-    /// Creating over an existing page without `replace`.
+    /// Creating over an existing page without `replace` (or over another
+    /// user's file).
     #[error(
-        "signal page {path} already exists (created by pid {pid}, {alive}); remove it or create with replace"
+        "signal page {path} already exists (owned by {owner}, created by pid {pid}, {alive}); {advice}"
     )]
     Exists {
         /// The file.
         path: PathBuf,
-        /// Its creator.
+        /// Its owner, "user NAME (uid N)".
+        owner: String,
+        /// The creator its header names (0: none readable).
         pid: u32,
         /// Whether that process still runs.
         alive: &'static str,
+        /// What to do.
+        advice: String,
+    },
+    /// A page file this process cannot trust: others can write it (and so
+    /// truncate it under the LC's mapping, or steer batch threads).
+    #[error(
+        "signal page {path} (owned by {owner}, mode {mode:o}) is refused: {why}. Whoever can \
+         write a page file can crash or steer every process that maps it; remove it (as its \
+         owner or root) and let the page's creator make it again"
+    )]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Its owner, "user NAME (uid N)".
+        owner: String,
+        /// Its permission bits.
+        mode: u32,
+        /// Which rule it breaks.
+        why: String,
+    },
+    /// The batch segment the page names does not exist (in this IPC namespace).
+    #[error(
+        "signal page {path}: its batch segment (System V shm id {shmid}, created by pid {pid}) is gone: {hint}"
+    )]
+    BatchGone {
+        /// The page file.
+        path: PathBuf,
+        /// The id the page names.
+        shmid: u32,
+        /// The page's creator.
+        pid: u32,
+        /// Why, most likely, and what to do.
+        hint: &'static str,
+    },
+    /// The OS refused to attach the batch segment with the access this role needs.
+    #[error(
+        "signal page {path}: permission denied attaching its batch segment (System V shm id \
+         {shmid}, {holder}) {mode} ({role} access). Batch processes need write access: the \
+         page's creator names a batch group they belong to (the daemon's [page] batch_group); \
+         see the permission model in docs/protocol.md"
+    )]
+    BatchDenied {
+        /// The page file.
+        path: PathBuf,
+        /// The segment id.
+        shmid: u32,
+        /// "read-only" or "read-write".
+        mode: &'static str,
+        /// The role attaching.
+        role: &'static str,
+        /// The segment's owner, group and mode.
+        holder: String,
+    },
+    /// The segment id the page names belongs to a segment another user made.
+    #[error(
+        "signal page {path}: System V shm id {shmid} was created by {creator}, not by the page's \
+         owner ({owner}): the page's own segment is gone and its id was reused; re-create the page"
+    )]
+    BatchForeign {
+        /// The page file.
+        path: PathBuf,
+        /// The segment id.
+        shmid: u32,
+        /// Who created the segment.
+        creator: String,
+        /// Who owns the page file.
+        owner: String,
     },
 }

@@ -1,10 +1,10 @@
 //! The byte layout of the signal page, version [`ABI_VERSION`].
 //!
-//! Two files make one page (see `docs/protocol.md` for the byte-by-byte
-//! table and the permission model):
+//! A page is a file and a System V shared-memory segment (see
+//! `docs/protocol.md` for the byte-by-byte table and the permission model):
 //!
 //! ```text
-//! <path>        (the page proper, mode 0644: LC and controller write, everyone reads)
+//! <path>        (the page file, mode 0644: LC and controller write, everyone reads)
 //!   0    Header            line 0: identity, written once by the creator
 //!   64                     line 1: heartbeat, control word, heartbeat_stale_ns (controller)
 //!   128  lane 0: LcLine        written by the LC thread of lane 0
@@ -12,7 +12,8 @@
 //!   256  lane 1: LcLine …
 //!   size = 128 + lane_count * 128
 //!
-//! <path>.batch  (batch lines, mode 0666 by default: batch threads write)
+//! batch segment (System V shm id in the header's batch_shmid; mode 0644, or
+//!                0664 with a batch group: batch threads write; fixed size)
 //!   0    BatchHeader
 //!   64   lane 0: BatchLine     written by the batch threads running on lane 0
 //!   128  lane 1: BatchLine …
@@ -30,19 +31,19 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `b"ELFENSIG"` as a little-endian u64: the first 8 bytes of a signal page.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ELFENSIG");
-/// `b"ELFENBAT"` as a little-endian u64: the first 8 bytes of a batch file.
+/// `b"ELFENBAT"` as a little-endian u64: the first 8 bytes of a batch segment.
 pub const BATCH_MAGIC: u64 = u64::from_le_bytes(*b"ELFENBAT");
 /// The layout version this build reads and writes.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 /// Size of one line (a cache line on every machine elfen targets).
 pub const LINE_SIZE: usize = 64;
 /// Size of the page header (two lines).
 pub const HEADER_SIZE: usize = 128;
 /// Bytes per lane in the page file (LC line + controller line).
 pub const LANE_STRIDE: usize = 128;
-/// Size of the batch file header.
+/// Size of the batch segment's header.
 pub const BATCH_HEADER_SIZE: usize = 64;
-/// Bytes per lane in the batch file (one batch line).
+/// Bytes per lane in the batch segment (one batch line).
 pub const BATCH_STRIDE: usize = 64;
 /// Most lanes one page may describe.
 pub const MAX_LANES: u32 = 4096;
@@ -54,7 +55,7 @@ pub const fn page_size(lanes: u32) -> usize {
     HEADER_SIZE + lanes as usize * LANE_STRIDE
 }
 
-/// Size of the batch file for `lanes` lanes.
+/// Size of the batch segment for `lanes` lanes.
 pub const fn batch_size(lanes: u32) -> usize {
     BATCH_HEADER_SIZE + lanes as usize * BATCH_STRIDE
 }
@@ -77,9 +78,8 @@ pub mod control {
     pub const KILL: u64 = 1;
     /// Kill switch, mode "batch runs unmanaged" (borrowing off): without
     /// [`KILL`], a batch thread's slow path behaves as policy `UNMANAGED` —
-    /// it never naps, whatever its lane's policy. A compatible extension of
-    /// ABI 1: the bit was reserved-zero, so pages that never set it behave
-    /// as before.
+    /// it never naps, whatever its lane's policy. (Added to ABI 1 as a
+    /// compatible extension: zero behaves as before.)
     pub const UNMANAGED: u64 = 2;
     /// Every bit this version defines; others must be zero.
     pub const KNOWN: u64 = KILL | UNMANAGED;
@@ -203,12 +203,12 @@ pub struct Header {
     pub clock: AtomicU32,
     /// Timestamp ticks per second.
     pub ticks_per_sec: AtomicU64,
-    /// Random id of this page instance, repeated in the batch file.
+    /// Random id of this page instance, repeated in the batch segment.
     pub instance: AtomicU64,
     /// Process that created the page.
     pub creator_pid: AtomicU32,
-    /// Reserved, zero.
-    pub flags: AtomicU32,
+    /// System V shared-memory id of the batch segment (`shmat` it).
+    pub batch_shmid: AtomicU32,
     /// Creation time, seconds since the Unix epoch.
     pub created_unix_s: AtomicU64,
     // ---- line 1: written by the controller
@@ -277,7 +277,7 @@ pub struct ControllerLine {
     pub config_seq: AtomicU32,
 }
 
-/// The batch file's header.
+/// The batch segment's header.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct BatchHeader {
@@ -287,13 +287,13 @@ pub struct BatchHeader {
     pub abi_version: AtomicU32,
     /// [`LINE_SIZE`].
     pub line_size: AtomicU32,
-    /// Size of the batch file: `64 + lane_count * 64`.
+    /// Size of the batch segment: `64 + lane_count * 64`.
     pub total_size: AtomicU64,
     /// Number of lanes (equal to the page's).
     pub lane_count: AtomicU32,
     /// Reserved, zero.
     pub reserved0: AtomicU32,
-    /// The page's `instance`: proves the two files belong together.
+    /// The page's `instance`: proves the segment belongs to the page.
     pub instance: AtomicU64,
     /// Reserved, zero.
     pub reserved: [AtomicU64; 3],
@@ -339,7 +339,7 @@ macro_rules! assert_layout {
 }
 assert_layout!(Header, 128,
     magic @ 0, abi_version @ 8, line_size @ 12, total_size @ 16, lane_count @ 24,
-    clock @ 28, ticks_per_sec @ 32, instance @ 40, creator_pid @ 48, flags @ 52,
+    clock @ 28, ticks_per_sec @ 32, instance @ 40, creator_pid @ 48, batch_shmid @ 52,
     created_unix_s @ 56, heartbeat @ 64, control @ 72, heartbeat_stale_ns @ 80, reserved @ 88);
 assert_layout!(LcLine, 64,
     state @ 0, request_id @ 8, busy_since @ 16, busy_ticks @ 24, requests @ 32,

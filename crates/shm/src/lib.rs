@@ -2,8 +2,9 @@
 //!
 //! The shared-memory contract between an LC service, the batch threads that
 //! borrow its idle lanes, and the controller: a versioned fixed layout
-//! ([`layout`]) in two files under `/dev/shm` ([`page`]), with one writer per
-//! 64-byte line. This crate only lays the page out, creates it, attaches to
+//! ([`layout`]) in a page file under `/dev/shm` and a System V
+//! shared-memory segment for the batch lines ([`page`], [`segment`]), with
+//! one writer per 64-byte line. This crate only lays the page out, creates it, attaches to
 //! it and validates it; the LC and batch APIs that read and write it live in
 //! `elfen-runtime`. `docs/protocol.md` documents it byte by byte, and the
 //! golden vectors in `testdata/signal/` pin it for every language.
@@ -15,9 +16,12 @@ compile_error!("the signal page is little-endian and elfen-shm maps it in place"
 pub mod clock;
 pub mod error;
 pub mod failsafe;
+mod files;
 pub mod layout;
 pub mod page;
+pub mod segment;
 pub mod spec;
+pub mod users;
 
 pub use clock::Clock;
 pub use error::ShmError;
@@ -27,6 +31,8 @@ pub use layout::{
     clock as clock_kind, control, nap, policy, role, state,
 };
 pub use page::{
-    Access, ControllerConfig, DEFAULT_NAME, Identity, LaneSpec, Page, PageSpec, batch_path,
+    Access, ControllerConfig, DEFAULT_NAME, Identity, LaneSpec, Page, PageHolder, PageSpec,
     futex_word, page_path, pid_alive,
 };
+pub use segment::{Segment, SegmentStat};
+pub use spec::{DEFAULT_BATCH_MODE, DEFAULT_GROUP_BATCH_MODE};

@@ -1,18 +1,18 @@
-//! Creating, attaching and validating a signal page (the two files of
-//! [`crate::layout`]).
+//! Creating, attaching and validating a signal page: the page file and
+//! its batch segment ([`crate::layout`], [`crate::segment`]).
 
 use crate::clock::Clock;
 use crate::error::ShmError;
+pub use crate::files::pid_alive;
+use crate::files::{Mapping, exists_error, map_checked, open_page, os, publish, random_instance};
 use crate::layout::*;
+use crate::segment::Segment;
 pub use crate::spec::{
     ControllerConfig, DEFAULT_HYBRID_SPIN_NS, DEFAULT_NAME, Identity, LaneSpec, PageSpec, SHM_DIR,
-    batch_path, page_path,
+    page_path,
 };
-use std::ffi::CString;
-use std::fs::File;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
+use crate::users::{describe_group, describe_user};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, fence};
@@ -21,12 +21,12 @@ use std::sync::atomic::{AtomicU32, fence};
 /// being rewritten (odd `config_seq`) before reporting it stuck.
 pub const STUCK_SEQLOCK_NS: u64 = 100_000_000;
 
-/// Who attaches, which decides each file's access (the permission model).
+/// Who attaches, which decides each region's access (the permission model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// The LC service: page read-write, batch file read-only.
+    /// The LC service: page read-write, batch segment read-only.
     Lc,
-    /// A batch process: page read-only, batch file read-write.
+    /// A batch process: page read-only, batch segment read-write.
     Batch,
     /// The controller: both read-write.
     Controller,
@@ -51,70 +51,12 @@ impl Access {
     }
 }
 
-struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-    writable: bool,
-}
-
-// SAFETY: the mapping is shared memory accessed only through atomics.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    fn new(file: &File, len: usize, writable: bool) -> std::io::Result<Mapping> {
-        let prot = if writable {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_READ
-        };
-        // SAFETY: mapping a file we hold open, with a length we checked
-        // against its size; MAP_SHARED so other processes see our stores.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Mapping {
-            ptr: ptr.cast(),
-            len,
-            writable,
-        })
-    }
-
-    /// A reference to a `T` at `off`.
-    ///
-    /// SAFETY: the caller guarantees `off + size_of::<T>() <= len`, that `off`
-    /// is 64-aligned, and that `T` consists only of atomics.
-    unsafe fn at<T>(&self, off: usize) -> &T {
-        debug_assert!(off + std::mem::size_of::<T>() <= self.len && off % 64 == 0);
-        // SAFETY: per the function contract.
-        unsafe { &*(self.ptr.add(off) as *const T) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `new` mapped.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
-/// An attached (or created) signal page: both files mapped.
+/// An attached (or created) signal page: its file and its batch segment
+/// mapped.
 pub struct Page {
     path: PathBuf,
-    batch_path: PathBuf,
     page: Mapping,
-    batch: Mapping,
+    batch: Segment,
     lanes: u32,
     clock: Clock,
     owner: bool,
@@ -124,6 +66,7 @@ impl std::fmt::Debug for Page {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Page")
             .field("path", &self.path)
+            .field("batch_shmid", &self.batch.id())
             .field("lanes", &self.lanes)
             .field("clock", &self.clock)
             .field("owner", &self.owner)
@@ -131,166 +74,30 @@ impl std::fmt::Debug for Page {
     }
 }
 
-fn os<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> ShmError + 'a {
-    move |source| ShmError::Os {
-        path: path.to_path_buf(),
-        op,
-        source,
+/// A reference to a `T` at `off` of `len` bytes from `base`.
+///
+/// SAFETY: the caller guarantees `off + size_of::<T>() <= len`, that `off`
+/// is 64-aligned, and that `T` consists only of atomics.
+unsafe fn at<'a, T>(base: *mut u8, len: usize, off: usize) -> &'a T {
+    debug_assert!(off + std::mem::size_of::<T>() <= len && off % 64 == 0);
+    // SAFETY: per the function contract.
+    unsafe { &*(base.add(off) as *const T) }
+}
+
+impl Mapping {
+    /// SAFETY: as [`at`], within this mapping.
+    unsafe fn at<T>(&self, off: usize) -> &T {
+        // SAFETY: per the function contract.
+        unsafe { at(self.ptr, self.len, off) }
     }
 }
 
-/// Whether process (or thread) `pid` lives: `kill(pid, 0)` succeeds or is
-/// refused for permission (it exists, owned by someone else), and it is not
-/// a zombie (exited, waiting for its parent to reap it). 0 and ids beyond
-/// `i32::MAX` never live.
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence.
-    let r = unsafe { libc::kill(pid as i32, 0) };
-    let exists = r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    exists && !is_zombie(pid)
-}
-
-/// Whether `/proc/<pid>/stat` says state `Z` (unreadable: not a zombie).
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
-}
-
-fn random_instance() -> u64 {
-    let mut x = 0u64;
-    // SAFETY: getrandom writes at most 8 bytes into x.
-    let n = unsafe { libc::getrandom((&mut x as *mut u64).cast(), 8, 0) };
-    if n != 8 {
-        x = crate::clock::monotonic_ns() ^ (u64::from(std::process::id()) << 32);
-    }
-    x | 1
-}
-
-/// Writes a new file at a temporary name, fills it through `fill`, and
-/// publishes it at `dest` (hard link: fails if `dest` exists; rename when
-/// replacing). Returns the open file.
-fn publish(
-    dest: &Path,
-    size: usize,
-    mode: u32,
-    gid: Option<u32>,
-    replace: bool,
-    fill: impl FnOnce(&Mapping),
-) -> Result<File, ShmError> {
-    let tmp = {
-        let mut s = dest.as_os_str().to_owned();
-        s.push(format!(
-            ".tmp{}.{:x}",
-            std::process::id(),
-            random_instance() & 0xffff_ffff
-        ));
-        PathBuf::from(s)
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(os(dest, "create"))?;
-    let result = (|| {
-        // The umask may have cleared bits of `mode`: set it exactly.
-        let cpath = CString::new(tmp.as_os_str().as_bytes()).expect("no NUL in path");
-        // SAFETY: fchmod/fchown on a descriptor we own.
-        if unsafe { libc::fchmod(file.as_raw_fd(), mode as libc::mode_t) } != 0 {
-            return Err(os(dest, "chmod")(std::io::Error::last_os_error()));
-        }
-        if let Some(g) = gid {
-            // SAFETY: as above; uid -1 leaves the owner unchanged.
-            if unsafe { libc::fchown(file.as_raw_fd(), u32::MAX, g) } != 0 {
-                return Err(os(dest, "chown")(std::io::Error::last_os_error()));
-            }
-        }
-        file.set_len(size as u64).map_err(os(dest, "truncate"))?;
-        let map = Mapping::new(&file, size, true).map_err(os(dest, "mmap"))?;
-        fill(&map);
-        drop(map);
-        if replace {
-            std::fs::rename(&tmp, dest).map_err(os(dest, "rename"))?;
-        } else {
-            // SAFETY: link(2) with two valid C strings.
-            let dpath = CString::new(dest.as_os_str().as_bytes()).expect("no NUL in path");
-            if unsafe { libc::link(cpath.as_ptr(), dpath.as_ptr()) } != 0 {
-                let e = std::io::Error::last_os_error();
-                let _ = std::fs::remove_file(&tmp);
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    let pid = read_creator_pid(dest).unwrap_or(0);
-                    return Err(ShmError::Exists {
-                        path: dest.to_path_buf(),
-                        pid,
-                        alive: if pid_alive(pid) {
-                            "still running"
-                        } else {
-                            "no longer running"
-                        },
-                    });
-                }
-                return Err(os(dest, "link")(e));
-            }
-            let _ = std::fs::remove_file(&tmp);
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map(|()| file)
-}
-
-fn read_creator_pid(path: &Path) -> Option<u32> {
-    let bytes = std::fs::read(path).ok()?;
-    let b = bytes.get(48..52)?;
-    Some(u32::from_le_bytes(b.try_into().ok()?))
-}
-
-fn open(path: &Path, rw: bool, role: &'static str) -> Result<File, ShmError> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(rw)
-        .open(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ShmError::Missing {
-                path: path.to_path_buf(),
-            },
-            std::io::ErrorKind::PermissionDenied => ShmError::PermissionDenied {
-                path: path.to_path_buf(),
-                mode: if rw { "read-write" } else { "read-only" },
-                role,
-            },
-            _ => ShmError::Os {
-                path: path.to_path_buf(),
-                op: "open",
-                source: e,
-            },
-        })
-}
-
-/// Maps a file after checking its size covers `header_size`.
-fn map_checked(
-    path: &Path,
-    file: &File,
-    header_size: usize,
-    rw: bool,
-) -> Result<Mapping, ShmError> {
-    let size = file.metadata().map_err(os(path, "stat"))?.len();
-    if size < header_size as u64 {
-        return Err(ShmError::Short {
-            path: path.to_path_buf(),
-            size,
-            need: header_size,
-        });
-    }
-    Mapping::new(file, size as usize, rw).map_err(os(path, "mmap"))
+/// The name batch-segment errors give: the page and the segment id.
+fn segment_label(path: &Path, shmid: i32) -> PathBuf {
+    PathBuf::from(format!(
+        "{} (batch segment, System V shm id {shmid})",
+        path.display()
+    ))
 }
 
 fn printable(magic: u64) -> String {
@@ -350,7 +157,7 @@ fn check_common(
     }
     if c.total != actual_len as u64 {
         return mismatch(
-            "total_size (vs the file's size)",
+            "total_size (vs its actual size)",
             c.total,
             actual_len as u64,
         );
@@ -373,16 +180,82 @@ fn check_common(
     Ok(())
 }
 
+/// Attaches the batch segment `shmid` named by the page at `path` (owned
+/// by uid `page_uid`, created by `creator_pid`), with the errors that name
+/// the page, the segment and what to do.
+fn attach_segment(
+    path: &Path,
+    shmid: u32,
+    page_uid: u32,
+    creator_pid: u32,
+    rw: bool,
+    role: &'static str,
+) -> Result<Segment, ShmError> {
+    let id = shmid as i32;
+    let gone = || ShmError::BatchGone {
+        path: path.to_path_buf(),
+        shmid,
+        pid: creator_pid,
+        hint: if pid_alive(creator_pid) {
+            "its creator still runs but no longer holds the page (a page lives only while \
+             some process has it attached: re-create it), or this process is in another IPC \
+             namespace than the creator (a container needs the host's: --ipc=host, hostIPC)"
+        } else {
+            "its creator is no longer running and no process holds the page any more: \
+             re-create the page (restart its creator)"
+        },
+    };
+    if id < 0 {
+        return Err(gone());
+    }
+    let seg = Segment::attach(id, rw).map_err(|e| match e.raw_os_error() {
+        Some(libc::EINVAL | libc::EIDRM) => gone(),
+        Some(libc::EACCES | libc::EPERM) => ShmError::BatchDenied {
+            path: path.to_path_buf(),
+            shmid,
+            mode: if rw { "read-write" } else { "read-only" },
+            role,
+            holder: match Segment::stat(id) {
+                Ok(s) => format!(
+                    "owned by {}, {}, mode {:o}",
+                    describe_user(s.uid),
+                    describe_group(s.gid),
+                    s.mode
+                ),
+                Err(_) => "not even readable by this process".to_string(),
+            },
+        },
+        _ => ShmError::Os {
+            path: segment_label(path, id),
+            op: "shmat",
+            source: e,
+        },
+    })?;
+    // The segment must come from the page's owner: an id that was freed
+    // and reused by another user's segment is not this page's.
+    let st = Segment::stat(id).map_err(os(path, "shmctl(IPC_STAT)"))?;
+    if st.cuid != page_uid {
+        return Err(ShmError::BatchForeign {
+            path: path.to_path_buf(),
+            shmid,
+            creator: describe_user(st.cuid),
+            owner: describe_user(page_uid),
+        });
+    }
+    Ok(seg)
+}
+
 impl Page {
-    /// Creates both files of a page at `path` (see [`page_path`]) from
-    /// `spec` and returns it attached with [`Access::Controller`]. The files
-    /// are complete before they appear under their names, so a concurrent
-    /// attach never sees a half-written page. Dropping the returned page
-    /// removes the files unless [`Page::persist`] was called.
+    /// Creates a page at `path` (see [`page_path`]) from `spec` — its batch
+    /// segment first, then the page file naming it — and returns it
+    /// attached with [`Access::Controller`]. The page file is complete
+    /// before it appears under its name, so a concurrent attach never sees
+    /// a half-written page. Dropping the returned page removes the file
+    /// unless [`Page::persist`] was called; the batch segment is freed when
+    /// the last process that has the page attached lets go of it.
     pub fn create(path: impl AsRef<Path>, spec: &PageSpec) -> Result<Page, ShmError> {
         spec.validate()?;
         let path = path.as_ref().to_path_buf();
-        let bpath = batch_path(&path);
         let lanes = spec.lanes.len() as u32;
         let id = spec.identity.unwrap_or_else(|| Identity {
             clock: spec.clock.unwrap_or_else(Clock::detect),
@@ -393,74 +266,46 @@ impl Page {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
         });
-        if !spec.replace && path.exists() {
-            let pid = read_creator_pid(&path).unwrap_or(0);
-            return Err(ShmError::Exists {
-                path,
-                pid,
-                alive: if pid_alive(pid) {
-                    "still running"
-                } else {
-                    "no longer running"
-                },
-            });
+        if !spec.replace && std::fs::symlink_metadata(&path).is_ok() {
+            return Err(exists_error(&path));
         }
-        // The batch file first: whoever sees the page file finds its batch file.
-        let bfile = publish(
-            &bpath,
-            batch_size(lanes),
-            spec.batch_mode,
-            spec.batch_gid,
-            true,
-            |m| {
-                // SAFETY: the mapping is batch_size(lanes) bytes.
-                let h: &BatchHeader = unsafe { m.at(0) };
-                h.abi_version.store(ABI_VERSION, Relaxed);
-                h.line_size.store(LINE_SIZE as u32, Relaxed);
-                h.total_size.store(batch_size(lanes) as u64, Relaxed);
-                h.lane_count.store(lanes, Relaxed);
-                h.instance.store(id.instance, Relaxed);
-                h.magic.store(BATCH_MAGIC, Release);
-            },
-        )?;
-        let pfile = match publish(
-            &path,
-            page_size(lanes),
-            spec.page_mode,
-            None,
-            spec.replace,
-            |m| {
-                // SAFETY: the mapping is page_size(lanes) bytes.
-                let h: &Header = unsafe { m.at(0) };
-                h.abi_version.store(ABI_VERSION, Relaxed);
-                h.line_size.store(LINE_SIZE as u32, Relaxed);
-                h.total_size.store(page_size(lanes) as u64, Relaxed);
-                h.lane_count.store(lanes, Relaxed);
-                h.clock.store(id.clock.kind, Relaxed);
-                h.ticks_per_sec.store(id.clock.ticks_per_sec, Relaxed);
-                h.instance.store(id.instance, Relaxed);
-                h.creator_pid.store(id.creator_pid, Relaxed);
-                h.created_unix_s.store(id.created_unix_s, Relaxed);
-                for (i, l) in spec.lanes.iter().enumerate() {
-                    // SAFETY: lane i < lanes, inside the mapping.
-                    let c: &ControllerLine =
-                        unsafe { m.at(HEADER_SIZE + i * LANE_STRIDE + LINE_SIZE) };
-                    store_controller(c, l);
-                }
-                h.magic.store(MAGIC, Release);
-            },
-        ) {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = std::fs::remove_file(&bpath);
-                return Err(e);
+        // The batch segment first: the page file names it.
+        let batch = Segment::create(batch_size(lanes), spec.batch_mode, spec.batch_gid)
+            .map_err(os(&path, "creating the batch segment (shmget)"))?;
+        {
+            // SAFETY: the segment is batch_size(lanes) bytes.
+            let h: &BatchHeader = unsafe { at(batch.ptr(), batch.len(), 0) };
+            h.abi_version.store(ABI_VERSION, Relaxed);
+            h.line_size.store(LINE_SIZE as u32, Relaxed);
+            h.total_size.store(batch_size(lanes) as u64, Relaxed);
+            h.lane_count.store(lanes, Relaxed);
+            h.instance.store(id.instance, Relaxed);
+            h.magic.store(BATCH_MAGIC, Release);
+        }
+        let shmid = batch.id() as u32;
+        let pfile = publish(&path, page_size(lanes), spec.page_mode, spec.replace, |m| {
+            // SAFETY: the mapping is page_size(lanes) bytes.
+            let h: &Header = unsafe { m.at(0) };
+            h.abi_version.store(ABI_VERSION, Relaxed);
+            h.line_size.store(LINE_SIZE as u32, Relaxed);
+            h.total_size.store(page_size(lanes) as u64, Relaxed);
+            h.lane_count.store(lanes, Relaxed);
+            h.clock.store(id.clock.kind, Relaxed);
+            h.ticks_per_sec.store(id.clock.ticks_per_sec, Relaxed);
+            h.instance.store(id.instance, Relaxed);
+            h.creator_pid.store(id.creator_pid, Relaxed);
+            h.batch_shmid.store(shmid, Relaxed);
+            h.created_unix_s.store(id.created_unix_s, Relaxed);
+            for (i, l) in spec.lanes.iter().enumerate() {
+                // SAFETY: lane i < lanes, inside the mapping.
+                let c: &ControllerLine = unsafe { m.at(HEADER_SIZE + i * LANE_STRIDE + LINE_SIZE) };
+                store_controller(c, l);
             }
-        };
+            h.magic.store(MAGIC, Release);
+        })?;
         let page = Mapping::new(&pfile, page_size(lanes), true).map_err(os(&path, "mmap"))?;
-        let batch = Mapping::new(&bfile, batch_size(lanes), true).map_err(os(&bpath, "mmap"))?;
         Ok(Page {
             path,
-            batch_path: bpath,
             page,
             batch,
             lanes,
@@ -469,8 +314,10 @@ impl Page {
         })
     }
 
-    /// Attaches to the page at `path` as `access`, validating magic, version,
-    /// sizes and lane count of both files and that they belong together.
+    /// Attaches to the page at `path` as `access`, validating the page file
+    /// (who may write it, magic, version, sizes, lane count) and its batch
+    /// segment (that it exists, comes from the page's owner, and belongs
+    /// to this page).
     pub fn attach(path: impl AsRef<Path>, access: Access) -> Result<Page, ShmError> {
         Self::attach_inner(path.as_ref(), access, None)
     }
@@ -486,7 +333,8 @@ impl Page {
 
     fn attach_inner(path: &Path, access: Access, expect: Option<u32>) -> Result<Page, ShmError> {
         let role_name = access.name();
-        let pfile = open(path, access.page_rw(), role_name)?;
+        let pfile = open_page(path, access.page_rw(), role_name)?;
+        let page_uid = pfile.metadata().map_err(os(path, "stat"))?.uid();
         let page = map_checked(path, &pfile, HEADER_SIZE, access.page_rw())?;
         // SAFETY: map_checked guarantees HEADER_SIZE bytes.
         let h: &Header = unsafe { page.at(0) };
@@ -527,13 +375,27 @@ impl Page {
                 expected: clock::MONOTONIC_NS.into(),
             });
         }
-        let bpath = batch_path(path);
-        let bfile = open(&bpath, access.batch_rw(), role_name)?;
-        let batch = map_checked(&bpath, &bfile, BATCH_HEADER_SIZE, access.batch_rw())?;
-        // SAFETY: map_checked guarantees BATCH_HEADER_SIZE bytes.
-        let bh: &BatchHeader = unsafe { batch.at(0) };
+        let shmid = h.batch_shmid.load(Relaxed);
+        let batch = attach_segment(
+            path,
+            shmid,
+            page_uid,
+            h.creator_pid.load(Relaxed),
+            access.batch_rw(),
+            role_name,
+        )?;
+        let label = segment_label(path, batch.id());
+        if batch.len() < BATCH_HEADER_SIZE {
+            return Err(ShmError::Short {
+                path: label,
+                size: batch.len() as u64,
+                need: BATCH_HEADER_SIZE,
+            });
+        }
+        // SAFETY: the segment holds at least BATCH_HEADER_SIZE bytes.
+        let bh: &BatchHeader = unsafe { at(batch.ptr(), batch.len(), 0) };
         check_common(
-            &bpath,
+            &label,
             Common {
                 magic: bh.magic.load(Acquire),
                 version: bh.abi_version.load(Relaxed),
@@ -542,23 +404,22 @@ impl Page {
                 lanes: bh.lane_count.load(Relaxed),
             },
             BATCH_MAGIC,
-            "batch file",
-            batch.len,
+            "batch segment",
+            batch.len(),
             batch_size,
             Some(lanes),
         )?;
         let (pi, bi) = (h.instance.load(Relaxed), bh.instance.load(Relaxed));
         if pi != bi {
             return Err(ShmError::Mismatch {
-                path: bpath,
-                field: "instance (the batch file belongs to another page)",
+                path: label,
+                field: "instance (the batch segment belongs to another page)",
                 found: bi,
                 expected: pi,
             });
         }
         Ok(Page {
             path: path.to_path_buf(),
-            batch_path: bpath,
             page,
             batch,
             lanes,
@@ -567,20 +428,46 @@ impl Page {
         })
     }
 
-    /// Removes both files of the page at `path` (missing files are fine).
+    /// Removes the page file at `path` (a missing file is fine). Its batch
+    /// segment needs no removal: it is freed with its last attachment.
     pub fn remove(path: impl AsRef<Path>) -> Result<(), ShmError> {
         let path = path.as_ref();
-        for p in [path.to_path_buf(), batch_path(path)] {
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(os(&p, "remove")(e)),
-            }
+        match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(os(path, "remove")(e)),
         }
-        Ok(())
     }
 
-    /// Keeps the files after this (creating) handle is dropped.
+    /// Who holds the page file at `path`, read without attaching (and
+    /// without trusting it): its owner, mode and the creator pid its header
+    /// names. `None` when there is no file.
+    pub fn holder(path: impl AsRef<Path>) -> Option<PageHolder> {
+        let path = path.as_ref();
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let line = m
+            .file_type()
+            .is_file()
+            .then(|| crate::files::read_first_line(path))
+            .flatten();
+        let word =
+            |at: usize| line.map_or(0, |b| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()));
+        let pid = word(48);
+        Some(PageHolder {
+            uid: m.uid(),
+            mode: m.mode() & 0o7777,
+            regular: m.file_type().is_file(),
+            signal_page: line.is_some_and(|b| b[..8] == MAGIC.to_le_bytes()),
+            abi_version: word(8),
+            creator_pid: pid,
+            creator_alive: pid_alive(pid),
+        })
+    }
+
+    /// Keeps the page file after this (creating) handle is dropped. The
+    /// batch segment still lives only while some process has the page
+    /// attached: a persisted page whose every user has exited is refused at
+    /// attach ("batch segment … is gone"), and its creator re-creates it.
     pub fn persist(&mut self) {
         self.owner = false;
     }
@@ -590,9 +477,9 @@ impl Page {
         &self.path
     }
 
-    /// The batch file.
-    pub fn batch_path(&self) -> &Path {
-        &self.batch_path
+    /// The System V id of the batch segment (the page header's `batch_shmid`).
+    pub fn batch_shmid(&self) -> i32 {
+        self.batch.id()
     }
 
     /// Number of lanes.
@@ -610,9 +497,9 @@ impl Page {
         self.page.writable
     }
 
-    /// Whether this handle may write the batch file (batch, controller).
+    /// Whether this handle may write the batch segment (batch, controller).
     pub fn batch_writable(&self) -> bool {
-        self.batch.writable
+        self.batch.writable()
     }
 
     /// The header.
@@ -621,10 +508,10 @@ impl Page {
         unsafe { self.page.at(0) }
     }
 
-    /// The batch file header.
+    /// The batch segment's header.
     pub fn batch_header(&self) -> &BatchHeader {
         // SAFETY: validated at attach/create.
-        unsafe { self.batch.at(0) }
+        unsafe { at(self.batch.ptr(), self.batch.len(), 0) }
     }
 
     fn check_lane(&self, lane: u32) -> Result<(), ShmError> {
@@ -675,10 +562,14 @@ impl Page {
     /// Lane `lane`'s batch line.
     pub fn batch(&self, lane: u32) -> Result<&BatchLine, ShmError> {
         self.check_lane(lane)?;
-        // SAFETY: as above, in the batch file.
+        // SAFETY: as above, in the batch segment (validated: it is
+        // batch_size(lanes) bytes, and no process can shrink it).
         Ok(unsafe {
-            self.batch
-                .at(BATCH_HEADER_SIZE + lane as usize * BATCH_STRIDE)
+            at(
+                self.batch.ptr(),
+                self.batch.len(),
+                BATCH_HEADER_SIZE + lane as usize * BATCH_STRIDE,
+            )
         })
     }
 
@@ -788,8 +679,55 @@ impl Drop for Page {
     fn drop(&mut self) {
         if self.owner {
             let _ = std::fs::remove_file(&self.path);
-            let _ = std::fs::remove_file(&self.batch_path);
         }
+    }
+}
+
+/// Who holds an existing page file ([`Page::holder`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageHolder {
+    /// The file's owner.
+    pub uid: u32,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Whether it is a regular file.
+    pub regular: bool,
+    /// Whether it starts with the signal page magic (of any ABI version).
+    pub signal_page: bool,
+    /// The ABI version its header says (0 if unreadable).
+    pub abi_version: u32,
+    /// The creator pid its header names (0 if unreadable).
+    pub creator_pid: u32,
+    /// Whether that process runs.
+    pub creator_alive: bool,
+}
+
+impl PageHolder {
+    /// Whether a process of user `uid` may trust the file (the rule of
+    /// attach): a regular file, owned by root or `uid`, writable by its
+    /// owner only.
+    pub fn trusted_by(&self, uid: u32) -> bool {
+        self.regular && self.mode & 0o022 == 0 && (self.uid == 0 || self.uid == uid)
+    }
+
+    /// "user nobody (uid 65534), mode 644, created by pid 42 (no longer running)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{}, mode {:o}{}, created by pid {} ({})",
+            describe_user(self.uid),
+            self.mode,
+            if self.regular {
+                ""
+            } else {
+                ", not a regular file"
+            },
+            self.creator_pid,
+            if self.creator_alive {
+                "still running"
+            } else {
+                "no longer running"
+            }
+        )
     }
 }
 

@@ -23,12 +23,12 @@ pub fn page_path(name: &str) -> PathBuf {
     }
 }
 
-/// The batch file that goes with page file `page`: `<page>.batch`.
-pub fn batch_path(page: &Path) -> PathBuf {
-    let mut s = page.as_os_str().to_owned();
-    s.push(".batch");
-    PathBuf::from(s)
-}
+/// Default permission bits of the batch segment: its creator's user writes,
+/// every user reads (observers such as `elfen status`).
+pub const DEFAULT_BATCH_MODE: u32 = 0o644;
+/// Permission bits of a batch segment given to a batch group: the group
+/// writes too.
+pub const DEFAULT_GROUP_BATCH_MODE: u32 = 0o664;
 
 /// Default spin bound of the hybrid nap (50 µs: longer than a futex round
 /// trip on a virtual machine, shorter than most idle periods).
@@ -79,12 +79,17 @@ pub struct PageSpec {
     /// one (TSC where invariant). Pages that writers without a TSC reader
     /// attach to (Java) need [`Clock::MONOTONIC`].
     pub clock: Option<Clock>,
-    /// Mode of the page file (default 0644: LC and controller write, all read).
+    /// Mode of the page file (default 0644: LC and controller write, all
+    /// read). Group or other write bits are refused: attach refuses a page
+    /// file others can write.
     pub page_mode: u32,
-    /// Mode of the batch file (default 0666: any local batch user writes its line).
+    /// Permission bits of the batch segment (default [`DEFAULT_BATCH_MODE`]:
+    /// the creator's user writes, everyone reads; with a `batch_gid`,
+    /// [`DEFAULT_GROUP_BATCH_MODE`] lets that group write too).
     pub batch_mode: u32,
-    /// Group to give the batch file (with `batch_mode` 0660, only that group's
-    /// batch users may attach).
+    /// Group of the batch segment: the batch users who may attach batch
+    /// threads (set `batch_mode` to let it write, e.g. with
+    /// [`PageSpec::with_batch_group`]).
     pub batch_gid: Option<u32>,
     /// Replace an existing page at the path instead of failing.
     pub replace: bool,
@@ -125,9 +130,19 @@ impl PageSpec {
             identity: None,
             clock: None,
             page_mode: 0o644,
-            batch_mode: 0o666,
+            batch_mode: DEFAULT_BATCH_MODE,
             batch_gid: None,
             replace: false,
+        }
+    }
+
+    /// This spec with its batch segment given to group `gid`, which may
+    /// write it ([`DEFAULT_GROUP_BATCH_MODE`]).
+    pub fn with_batch_group(self, gid: u32) -> PageSpec {
+        PageSpec {
+            batch_mode: DEFAULT_GROUP_BATCH_MODE,
+            batch_gid: Some(gid),
+            ..self
         }
     }
 
@@ -137,6 +152,19 @@ impl PageSpec {
         let bad = |m: String| Err(ShmError::BadSpec(m));
         if n == 0 || n > MAX_LANES as usize {
             return bad(format!("a page has 1..={MAX_LANES} lanes, got {n}"));
+        }
+        if self.page_mode & !0o777 != 0 || self.page_mode & 0o022 != 0 {
+            return bad(format!(
+                "page_mode {:o}: the page file may be written by its owner only (attach \
+                 refuses a page file others can write); use 644 or 600",
+                self.page_mode
+            ));
+        }
+        if self.batch_mode & !0o777 != 0 {
+            return bad(format!(
+                "batch_mode {:o}: permission bits only (e.g. 644, 664)",
+                self.batch_mode
+            ));
         }
         for (i, l) in self.lanes.iter().enumerate() {
             if self.lanes[..i].iter().any(|o| o.cpu == l.cpu) {

@@ -1,5 +1,6 @@
-//! Signal page: create/attach, the permission model, every bad-input error,
-//! and the golden vectors in `testdata/signal/` (regenerate them with
+//! Signal page: create/attach, the permission model (who may write the page
+//! file and the batch segment), every bad-input error, and the golden
+//! vectors in `testdata/signal/` (regenerate them with
 //! `ELFEN_BLESS=1 cargo test -p elfen-shm --test page` after an ABI bump).
 
 use elfen_shm::layout::{self, page_size};
@@ -15,33 +16,50 @@ fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
+/// The segment's stat, or None once it is freed.
+fn seg_stat(id: i32) -> Option<SegmentStat> {
+    Segment::stat(id).ok()
+}
+
 #[test]
 fn create_attach_and_cleanup() {
     let d = tmp();
     let p = d.path().join("sig");
     let page = Page::create(&p, &two_lanes()).unwrap();
-    assert!(p.exists() && batch_path(&p).exists());
     assert_eq!(std::fs::metadata(&p).unwrap().len(), 384);
-    assert_eq!(std::fs::metadata(batch_path(&p)).unwrap().len(), 192);
+    let names: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["sig"], "one file: the batch lines are no file");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
         0o644
     );
+    let id = page.batch_shmid();
     assert_eq!(
-        std::fs::metadata(batch_path(&p))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
-        0o666
+        page.header().batch_shmid.load(Relaxed),
+        id as u32,
+        "the header names the segment"
     );
+    let st = seg_stat(id).unwrap();
+    assert_eq!(
+        (st.size, st.mode, st.cuid),
+        (192, DEFAULT_BATCH_MODE, unsafe { libc::geteuid() })
+    );
+    assert_eq!(
+        DEFAULT_BATCH_MODE, 0o644,
+        "no batch region others can write by default"
+    );
+    assert!(st.marked_for_removal, "freed with its last attachment");
 
     let lc = Page::attach(&p, Access::Lc).unwrap();
     assert!(lc.page_writable() && !lc.batch_writable());
     let b = Page::attach_expect(&p, Access::Batch, 2).unwrap();
     assert!(!b.page_writable() && b.batch_writable());
     assert_eq!(b.clock(), page.clock());
+    assert_eq!(seg_stat(id).unwrap().attached, 3);
     // a store by the LC is seen by the batch side through its own mapping
     lc.lc(0)
         .unwrap()
@@ -57,11 +75,37 @@ fn create_attach_and_cleanup() {
     // read-only handles refuse writes with an error, not a segfault
     let e = b.set_kill(true).unwrap_err().to_string();
     assert!(e.contains("read-only") && e.contains("kill"), "{e}");
-    drop((lc, b));
     drop(page);
+    assert!(!p.exists(), "the creator removes its page file");
     assert!(
-        !p.exists() && !batch_path(&p).exists(),
-        "the creator removes its page"
+        seg_stat(id).is_some(),
+        "the segment lives while others have the page attached"
+    );
+    drop((lc, b));
+    assert!(seg_stat(id).is_none(), "and is freed with the last of them");
+}
+
+#[test]
+fn a_persisted_page_without_holders_is_refused_with_the_reason() {
+    let d = tmp();
+    let p = d.path().join("sig");
+    let mut page = Page::create(&p, &two_lanes()).unwrap();
+    let id = page.batch_shmid();
+    page.persist();
+    drop(page);
+    assert!(p.exists(), "persisted");
+    assert!(
+        seg_stat(id).is_none(),
+        "nobody holds it: the segment is gone"
+    );
+    let e = Page::attach(&p, Access::Observer).unwrap_err().to_string();
+    assert!(
+        e.contains(&p.display().to_string())
+            && e.contains(&format!("shm id {id}"))
+            && e.contains(&format!("pid {}", std::process::id()))
+            && e.contains("is gone")
+            && e.contains("re-create"),
+        "{e}"
     );
 }
 
@@ -91,7 +135,10 @@ fn create_refuses_an_existing_page_unless_replacing() {
     let mut first = Page::create(&p, &two_lanes()).unwrap();
     let e = Page::create(&p, &two_lanes()).unwrap_err().to_string();
     assert!(
-        e.contains("already exists") && e.contains("still running"),
+        e.contains("already exists")
+            && e.contains("still running")
+            && e.contains(&users::describe_user(users::euid()))
+            && e.contains("create with replace"),
         "{e}"
     );
     first.persist();
@@ -153,26 +200,41 @@ fn spec_validation() {
     assert!(s.validate().unwrap_err().to_string().contains("at most 6"));
 }
 
-/// Writes `bytes` as a page (and a matching batch file unless given).
-fn write_pair(dir: &Path, page: &[u8], batch: Option<&[u8]>) -> PathBuf {
-    let p = dir.join("bad");
-    std::fs::write(&p, page).unwrap();
-    if let Some(b) = batch {
-        std::fs::write(batch_path(&p), b).unwrap();
+/// A page file `name` in `dir` with `page`'s bytes, naming a new batch
+/// segment holding `batch` (kept attached by the returned handle), or
+/// naming the id of a segment that no longer exists when `batch` is None.
+fn write_pair(dir: &Path, name: &str, page: &[u8], batch: Option<&[u8]>) -> (PathBuf, Segment) {
+    let p = dir.join(name);
+    let seg = match batch {
+        Some(b) => {
+            let s = Segment::create(b.len(), 0o644, None).unwrap();
+            s.write_bytes(0, b);
+            s
+        }
+        None => Segment::create(64, 0o644, None).unwrap(),
+    };
+    let mut bytes = page.to_vec();
+    let id = if batch.is_some() {
+        seg.id()
+    } else {
+        let gone = Segment::create(64, 0o644, None).unwrap();
+        gone.id()
+    };
+    if bytes.len() >= 56 {
+        bytes[52..56].copy_from_slice(&(id as u32).to_le_bytes());
     }
-    p
+    let _ = std::fs::remove_file(&p);
+    std::fs::write(&p, &bytes).unwrap();
+    (p, seg)
 }
 
+/// The bytes of a fresh two-lane page and its batch segment.
 fn good_bytes() -> (Vec<u8>, Vec<u8>) {
     let d = tmp();
     let p = d.path().join("good");
     let page = Page::create(&p, &two_lanes()).unwrap();
-    let out = (
-        std::fs::read(&p).unwrap(),
-        std::fs::read(batch_path(&p)).unwrap(),
-    );
-    drop(page);
-    out
+    let seg = Segment::attach(page.batch_shmid(), false).unwrap();
+    (std::fs::read(&p).unwrap(), seg.read_bytes())
 }
 
 fn attach_err(p: &Path) -> String {
@@ -187,54 +249,71 @@ fn bad_pages_are_clear_errors() {
     let e = attach_err(&d.path().join("absent"));
     assert!(e.contains("absent") && e.contains("does not exist"), "{e}");
     // short
-    let p = write_pair(d.path(), &page[..12], Some(&batch));
+    let (p, _s) = write_pair(d.path(), "short", &page[..12], Some(&batch));
     let e = attach_err(&p);
     assert!(e.contains("12 bytes") && e.contains("shorter"), "{e}");
     // wrong magic
     let mut m = page.clone();
     m[..8].copy_from_slice(b"NOTELFEN");
-    let e = attach_err(&write_pair(d.path(), &m, Some(&batch)));
+    let (p, _s) = write_pair(d.path(), "magic", &m, Some(&batch));
+    let e = attach_err(&p);
     assert!(e.contains("NOTELFEN") && e.contains("ELFENSIG"), "{e}");
-    // wrong version
+    // wrong version: an ABI-1 page (with its batch file beside it) is refused
+    // for its version, before anything looks for a batch region
     let mut v = page.clone();
-    v[8..12].copy_from_slice(&7u32.to_le_bytes());
-    let e = attach_err(&write_pair(d.path(), &v, Some(&batch)));
+    v[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let (p, _s) = write_pair(d.path(), "v1", &v, Some(&batch));
+    let e = attach_err(&p);
     assert!(
-        e.contains("ABI version 7") && e.contains("version 1"),
+        e.contains("ABI version 1") && e.contains("speaks version 2"),
         "{e}"
     );
     // size field disagrees with the file
     let mut t = page.clone();
     t.extend_from_slice(&[0; 64]);
-    let e = attach_err(&write_pair(d.path(), &t, Some(&batch)));
+    let (p, _s) = write_pair(d.path(), "long", &t, Some(&batch));
+    let e = attach_err(&p);
     assert!(e.contains("total_size") && e.contains("448"), "{e}");
     // lane count disagrees with size
     let mut l = page.clone();
     l[24..28].copy_from_slice(&3u32.to_le_bytes());
-    let e = attach_err(&write_pair(d.path(), &l, Some(&batch)));
+    let (p, _s) = write_pair(d.path(), "lanes", &l, Some(&batch));
+    let e = attach_err(&p);
     assert!(e.contains("lane_count"), "{e}");
     // expected lane count
-    let p = write_pair(d.path(), &page, Some(&batch));
+    let (p, _good) = write_pair(d.path(), "bad", &page, Some(&batch));
     let e = Page::attach_expect(&p, Access::Batch, 4)
         .unwrap_err()
         .to_string();
     assert!(e.contains("lane_count is 2, expected 4"), "{e}");
-    // batch file missing / of another page / wrong magic
-    std::fs::remove_file(batch_path(&p)).unwrap();
+    // batch segment gone / of another page / wrong magic / wrong size
+    let (p, _s) = write_pair(d.path(), "gone", &page, None);
     let e = attach_err(&p);
     assert!(
-        e.contains("bad.batch") && e.contains("does not exist"),
+        e.contains("gone") && e.contains("batch segment") && e.contains("pid "),
         "{e}"
     );
     let (_, other_batch) = good_bytes();
-    let e = attach_err(&write_pair(d.path(), &page, Some(&other_batch)));
+    let (p, _s) = write_pair(d.path(), "other", &page, Some(&other_batch));
+    let e = attach_err(&p);
     assert!(e.contains("instance") && e.contains("another page"), "{e}");
     let mut bm = batch.clone();
     bm[0] = b'X';
-    let e = attach_err(&write_pair(d.path(), &page, Some(&bm)));
-    assert!(e.contains("batch file") && e.contains("ELFENBAT"), "{e}");
+    let (p, _s) = write_pair(d.path(), "bmagic", &page, Some(&bm));
+    let e = attach_err(&p);
+    assert!(
+        e.contains("batch segment") && e.contains("ELFENBAT") && e.contains("shm id"),
+        "{e}"
+    );
+    let (p, _s) = write_pair(d.path(), "bshort", &page, Some(&batch[..128]));
+    let e = attach_err(&p);
+    assert!(
+        e.contains("batch segment") && e.contains("total_size"),
+        "{e}"
+    );
     // lane out of range
-    let page = Page::attach(write_pair(d.path(), &page, Some(&batch)), Access::Observer).unwrap();
+    let (p, _s) = write_pair(d.path(), "ok", &page, Some(&batch));
+    let page = Page::attach(&p, Access::Observer).unwrap();
     let e = page.lc(2).unwrap_err().to_string();
     assert!(
         e.contains("lane 2 is out of range") && e.contains("2 lanes"),
@@ -243,21 +322,49 @@ fn bad_pages_are_clear_errors() {
     assert!(page.batch(9).is_err() && page.controller(u32::MAX).is_err());
 }
 
+/// Runs `f` in a forked child as user nobody (uid 65534) with group `gid`
+/// and no supplementary groups; its result is the child's exit status.
+/// The child makes syscalls only (plus what glibc's fork-safe malloc
+/// allows); root only.
+fn as_nobody(gid: u32, f: impl FnOnce() -> bool) -> bool {
+    // SAFETY: the child only switches ids, runs `f` and exits.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let ok = libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setgid(gid) == 0
+                && libc::setuid(65534) == 0
+                && f();
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+}
+
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
 #[test]
 fn permission_model_is_enforced_by_the_os() {
-    // A batch user (here: nobody, uid 65534) may open the batch file
-    // read-write and the page read-only, but not the page read-write.
-    // Needs root to switch users; elsewhere the modes are still checked.
+    // A batch user (here: nobody, uid 65534) may read the page and, only
+    // when it is in the page's batch group, write the batch segment; it
+    // can never write the page file. Needs root to switch users; elsewhere
+    // the modes are still checked.
     let d = tmp();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let p = d.path().join("perm");
-    let _page = Page::create(&p, &two_lanes()).unwrap();
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: cannot switch to a batch user; checked modes only");
+    let page = Page::create(&p, &two_lanes()).unwrap();
+    assert_eq!(Segment::stat(page.batch_shmid()).unwrap().mode, 0o644);
+    if !is_root() {
+        println!("not root: cannot switch to a batch user; checked modes only");
         return;
     }
-    let as_nobody = |script: &str| {
+    let sh_as_nobody = |script: &str| {
         use std::os::unix::process::CommandExt;
         std::process::Command::new("/bin/sh")
             .arg("-c")
@@ -268,42 +375,170 @@ fn permission_model_is_enforced_by_the_os() {
             .unwrap()
             .success()
     };
-    let (page, batch) = (
-        p.display().to_string(),
-        batch_path(&p).display().to_string(),
-    );
+    let page_s = p.display().to_string();
     assert!(
-        as_nobody(&format!("exec 3<'{page}'")),
+        sh_as_nobody(&format!("exec 3<'{page_s}'")),
         "others can read the page"
     );
     assert!(
-        !as_nobody(&format!("exec 3<>'{page}'")),
+        !sh_as_nobody(&format!("exec 3<>'{page_s}'")),
         "others must not write the page"
     );
     assert!(
-        as_nobody(&format!("exec 3<>'{batch}'")),
-        "batch users write the batch file"
+        !sh_as_nobody(&format!("truncate -s 0 '{page_s}'")),
+        "others must not truncate the page"
     );
-    // with a restricted batch file, only its group may write it
-    let q = d.path().join("perm2");
-    let spec = PageSpec {
-        batch_mode: 0o660,
-        batch_gid: Some(0),
-        ..two_lanes()
-    };
-    let _page2 = Page::create(&q, &spec).unwrap();
-    assert_eq!(
-        std::fs::metadata(batch_path(&q))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
-        0o660
-    );
-    let qb = batch_path(&q).display().to_string();
+    let id = page.batch_shmid();
     assert!(
-        !as_nobody(&format!("exec 3<>'{qb}'")),
+        as_nobody(65534, || Segment::attach(id, false).is_ok()),
+        "others read the batch segment (observers)"
+    );
+    assert!(
+        as_nobody(65534, || Segment::attach(id, true)
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))),
+        "outside a batch group: no write access to the batch segment"
+    );
+    assert!(
+        as_nobody(65534, || Page::attach(&p, Access::Batch)
+            .is_err_and(|e| e.to_string().contains("permission denied")
+                && e.to_string().contains("batch_group"))),
+        "a batch attach says why"
+    );
+    assert!(
+        as_nobody(65534, || Page::attach(&p, Access::Observer).is_ok()),
+        "an observer attaches"
+    );
+    // neither remove nor change the segment: only its owner may
+    assert!(
+        as_nobody(65534, || unsafe {
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        }),
+        "others cannot remove the segment"
+    );
+    // with a batch group, its members write the batch segment
+    let q = d.path().join("perm2");
+    let page2 = Page::create(&q, &two_lanes().with_batch_group(65534)).unwrap();
+    let st = Segment::stat(page2.batch_shmid()).unwrap();
+    assert_eq!((st.gid, st.mode), (65534, 0o664));
+    assert!(
+        as_nobody(65534, || Page::attach(&q, Access::Batch).is_ok()),
+        "a member of the batch group attaches batch threads"
+    );
+    assert!(
+        !as_nobody(1, || Page::attach(&q, Access::Batch).is_ok()),
         "outside the batch group: refused"
+    );
+}
+
+#[test]
+fn untrusted_page_files_are_refused_naming_owner_and_mode() {
+    let d = tmp();
+    let p = d.path().join("sig");
+    let mut page = Page::create(&p, &two_lanes()).unwrap();
+    page.persist();
+    use std::os::unix::fs::PermissionsExt;
+    // writable by its group
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let e = Page::attach(&p, Access::Observer).unwrap_err().to_string();
+    assert!(
+        e.contains(&p.display().to_string())
+            && e.contains("mode 664")
+            && e.contains("group or other users can write it"),
+        "{e}"
+    );
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o646)).unwrap();
+    assert!(Page::attach(&p, Access::Lc).is_err());
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(Page::attach(&p, Access::Lc).is_ok());
+    // a FIFO squatting the name: refused at once, not waited on
+    let f = d.path().join("fifo");
+    let c = std::ffi::CString::new(f.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let e = Page::attach(&f, Access::Observer).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    if !is_root() {
+        println!("not root: cannot give a page file to another user; checked modes only");
+        return;
+    }
+    // owned by another user (a squatter): refused, naming them
+    std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+    let e = Page::attach(&p, Access::Lc).unwrap_err().to_string();
+    assert!(
+        e.contains("user nobody (uid 65534)") && e.contains("neither root nor this process's user"),
+        "{e}"
+    );
+    let holder = Page::holder(&p).unwrap();
+    assert!(!holder.trusted_by(0) && holder.trusted_by(65534));
+    assert!(
+        holder
+            .describe()
+            .contains("user nobody (uid 65534), mode 644")
+    );
+    // creating at a name another user holds: says who and how to clear it
+    let e = Page::create(&p, &two_lanes()).unwrap_err().to_string();
+    assert!(
+        e.contains("already exists")
+            && e.contains("user nobody (uid 65534)")
+            && e.contains(&format!("pid {}", std::process::id()))
+            && e.contains("belongs to another user")
+            && e.contains(&format!("rm {}", p.display())),
+        "{e}"
+    );
+    // a page file that is not writable by its owner's group is fine for
+    // the root-owned case above; drop the persisted page
+    drop(page);
+}
+
+#[test]
+fn a_batch_segment_of_another_user_is_not_the_pages() {
+    // The page names a segment id that now belongs to a segment another
+    // user created (the page's own was freed and its id reused): refused.
+    if !is_root() {
+        println!("not root: cannot create a segment as another user; skipped that case");
+        return;
+    }
+    let d = tmp();
+    let p = d.path().join("sig");
+    let page = Page::create(&p, &two_lanes()).unwrap();
+    let (good, batch) = {
+        let s = Segment::attach(page.batch_shmid(), false).unwrap();
+        (std::fs::read(&p).unwrap(), s.read_bytes())
+    };
+    // a segment made by nobody, with this page's batch bytes
+    let mut fds = [0i32; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let made = as_nobody(65534, || unsafe {
+        let id = libc::shmget(libc::IPC_PRIVATE, 192, libc::IPC_CREAT | 0o666);
+        id >= 0 && libc::write(fds[1], (&id as *const i32).cast(), 4) == 4
+    });
+    assert!(made);
+    let mut id = 0i32;
+    assert_eq!(
+        unsafe { libc::read(fds[0], (&mut id as *mut i32).cast(), 4) },
+        4
+    );
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    let foreign = Segment::attach(id, true).unwrap();
+    // root removes it now: it lives while attached, nothing leaks
+    assert_eq!(
+        unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) },
+        0
+    );
+    foreign.write_bytes(0, &batch);
+    let mut bytes = good.clone();
+    bytes[52..56].copy_from_slice(&(id as u32).to_le_bytes());
+    let q = d.path().join("squat");
+    std::fs::write(&q, &bytes).unwrap();
+    let e = Page::attach(&q, Access::Lc).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("shm id {id}"))
+            && e.contains("created by user nobody (uid 65534)")
+            && e.contains("reused"),
+        "{e}"
     );
 }
 
@@ -357,6 +592,38 @@ fn controller_updates_are_atomic_to_readers() {
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/signal")
+}
+
+/// `header.batch_shmid` in the golden vectors: the kernel picks a real
+/// page's id, so tests set the bytes they compare to this value (and
+/// point a copy of the golden page at a live segment before attaching it).
+const GOLDEN_SHMID: u32 = 123_456_789;
+/// Offset of `header.batch_shmid`.
+const SHMID_OFFSET: usize = std::mem::offset_of!(Header, batch_shmid);
+
+/// The page file's and batch segment's bytes, the segment id set to
+/// [`GOLDEN_SHMID`].
+fn golden_bytes(page: &Page) -> (Vec<u8>, Vec<u8>) {
+    let mut p = std::fs::read(page.path()).unwrap();
+    p[SHMID_OFFSET..SHMID_OFFSET + 4].copy_from_slice(&GOLDEN_SHMID.to_le_bytes());
+    let b = Segment::attach(page.batch_shmid(), false)
+        .unwrap()
+        .read_bytes();
+    (p, b)
+}
+
+/// A copy of the golden page at `dir/name`, naming a new segment holding
+/// the golden batch bytes (alive while the returned handle is).
+fn golden_copy(dir: &Path, name: &str) -> (PathBuf, Segment) {
+    let td = testdata();
+    let mut page = std::fs::read(td.join("v2-2lanes.page.bin")).unwrap();
+    let batch = std::fs::read(td.join("v2-2lanes.batch.bin")).unwrap();
+    let seg = Segment::create(batch.len(), 0o644, None).unwrap();
+    seg.write_bytes(0, &batch);
+    page[SHMID_OFFSET..SHMID_OFFSET + 4].copy_from_slice(&(seg.id() as u32).to_le_bytes());
+    let p = dir.join(name);
+    std::fs::write(&p, &page).unwrap();
+    (p, seg)
 }
 
 /// The golden page: two lanes (cpu 0 request, cpu 1 batch) with every field
@@ -417,7 +684,7 @@ fn field_table() -> Vec<(&'static str, String, usize, usize)> {
         };
     }
     f!("page", 0, "header", Header, magic: 8, abi_version: 4, line_size: 4, total_size: 8,
-       lane_count: 4, clock: 4, ticks_per_sec: 8, instance: 8, creator_pid: 4, flags: 4,
+       lane_count: 4, clock: 4, ticks_per_sec: 8, instance: 8, creator_pid: 4, batch_shmid: 4,
        created_unix_s: 8, heartbeat: 8, control: 8, heartbeat_stale_ns: 8);
     f!("batch", 0, "batch_header", BatchHeader, magic: 8, abi_version: 4, line_size: 4,
        total_size: 8, lane_count: 4, instance: 8);
@@ -456,8 +723,7 @@ fn read_le(bytes: &[u8], off: usize, size: usize) -> u64 {
 fn golden_vectors_match_this_build() {
     let d = tmp();
     let page = golden_page(d.path());
-    let got_page = std::fs::read(page.path()).unwrap();
-    let got_batch = std::fs::read(page.batch_path()).unwrap();
+    let (got_page, got_batch) = golden_bytes(&page);
     assert_eq!(got_page.len(), page_size(2));
     let dir = testdata();
     let fields: Vec<serde_json::Value> = field_table()
@@ -475,57 +741,60 @@ fn golden_vectors_match_this_build() {
         })
         .collect();
     let json = serde_json::json!({
-        "description": "elfen signal page ABI v1, 2 lanes (lane 0 = cpu 0 request lane, lane 1 = cpu 1 batch lane). \
+        "description": "elfen signal page ABI v2, 2 lanes (lane 0 = cpu 0 request lane, lane 1 = cpu 1 batch lane). \
+                        \"page\" is the page file, \"batch\" the batch segment's bytes (a System V shared-memory segment \
+                        whose id is header.batch_shmid; the kernel picks it, so the vectors hold 123456789 there and tests set \
+                        a real page's bytes to that value before comparing, and point a copy at a live segment before attaching). \
                         Every named field; all other bytes are zero. Values are little-endian unsigned integers, \
                         written as decimal strings. Regenerate: ELFEN_BLESS=1 cargo test -p elfen-shm --test page",
         "abi_version": ABI_VERSION,
-        "page_file": "v1-2lanes.page.bin",
-        "batch_file": "v1-2lanes.batch.bin",
+        "page_file": "v2-2lanes.page.bin",
+        "batch_file": "v2-2lanes.batch.bin",
+        "golden_batch_shmid": GOLDEN_SHMID,
         "page_size": got_page.len(),
         "batch_size": got_batch.len(),
         "fields": fields,
     });
     if std::env::var_os("ELFEN_BLESS").is_some() {
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("v1-2lanes.page.bin"), &got_page).unwrap();
-        std::fs::write(dir.join("v1-2lanes.batch.bin"), &got_batch).unwrap();
+        std::fs::write(dir.join("v2-2lanes.page.bin"), &got_page).unwrap();
+        std::fs::write(dir.join("v2-2lanes.batch.bin"), &got_batch).unwrap();
         std::fs::write(
-            dir.join("v1-2lanes.json"),
+            dir.join("v2-2lanes.json"),
             serde_json::to_string_pretty(&json).unwrap() + "\n",
         )
         .unwrap();
     }
-    let want_page = std::fs::read(dir.join("v1-2lanes.page.bin"))
+    let want_page = std::fs::read(dir.join("v2-2lanes.page.bin"))
         .expect("golden page (bless with ELFEN_BLESS=1)");
-    let want_batch = std::fs::read(dir.join("v1-2lanes.batch.bin")).unwrap();
+    let want_batch = std::fs::read(dir.join("v2-2lanes.batch.bin")).unwrap();
     assert!(
         got_page == want_page,
-        "page bytes differ from testdata/signal/v1-2lanes.page.bin"
+        "page bytes differ from testdata/signal/v2-2lanes.page.bin"
     );
     assert!(
         got_batch == want_batch,
-        "batch bytes differ from testdata/signal/v1-2lanes.batch.bin"
+        "batch bytes differ from testdata/signal/v2-2lanes.batch.bin"
     );
     let want_json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("v1-2lanes.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(dir.join("v2-2lanes.json")).unwrap())
             .unwrap();
     assert_eq!(
         json, want_json,
-        "v1-2lanes.json differs from this build's field table"
+        "v2-2lanes.json differs from this build's field table"
     );
 }
 
 #[test]
 fn golden_vectors_read_through_the_api() {
-    // Attach to a copy of the golden files and read every field the JSON lists.
+    // Attach to a copy of the golden page (its batch bytes in a new
+    // segment) and read every field the JSON lists.
     let dir = testdata();
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("v1-2lanes.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(dir.join("v2-2lanes.json")).unwrap())
             .unwrap();
     let d = tmp();
-    let p = d.path().join("copy");
-    std::fs::copy(dir.join("v1-2lanes.page.bin"), &p).unwrap();
-    std::fs::copy(dir.join("v1-2lanes.batch.bin"), batch_path(&p)).unwrap();
+    let (p, _seg) = golden_copy(d.path(), "copy");
     let page = Page::attach_expect(&p, Access::Observer, 2).unwrap();
     assert!(page.killed() && page.unmanaged());
     assert_eq!(page.kill_mode(), KillMode::Paused);
@@ -544,10 +813,7 @@ fn golden_vectors_read_through_the_api() {
         (state::busy(s), state::seq(s), state::queue_len(s)),
         (true, 5, 3)
     );
-    let bytes = (
-        std::fs::read(&p).unwrap(),
-        std::fs::read(batch_path(&p)).unwrap(),
-    );
+    let bytes = golden_bytes(&page);
     let mut covered = (vec![false; bytes.0.len()], vec![false; bytes.1.len()]);
     for f in json["fields"].as_array().unwrap() {
         let (off, size) = (

@@ -223,10 +223,13 @@ fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
     let mut argv = p.helper.clone();
     argv.push("spin-helper".into());
     Config {
-        page: PathBuf::from(format!(
-            "/dev/shm/elfen-daemon-measure-{}",
-            std::process::id()
-        )),
+        page: crate::config::PageSection {
+            path: PathBuf::from(format!(
+                "/dev/shm/elfen-daemon-measure-{}",
+                std::process::id()
+            )),
+            ..Default::default()
+        },
         state_file: dir.join("state.json"),
         pairs: p.pairs.clone(),
         lc: crate::config::LcSection {

@@ -37,7 +37,8 @@ fn every_example_parses_and_checks() {
 fn defaults_are_documented_values() {
     let c =
         Config::parse("[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\ncgroup = \"batch\"").unwrap();
-    assert_eq!(c.page, Path::new("/dev/shm/elfen"));
+    assert_eq!(c.page.path, Path::new("/dev/shm/elfen"));
+    assert_eq!(c.page.batch_group, None);
     assert_eq!(c.state_file, Path::new("/run/elfen/daemon-state.json"));
     assert_eq!(c.cgroup_root, Path::new("/sys/fs/cgroup"));
     assert_eq!(c.policy.kind, elfen_policy::PolicyKind::BorrowIdle);
@@ -128,6 +129,41 @@ fn file_checks_name_the_field() {
         "line 5",
         "unknown variant `sleepy`",
     );
+    bad(
+        &format!(
+            "[page]\npath = \"/dev/shm/x\"\nbatch_grup = \"b\"\n[lc]\ncomm = \"x\"\n{ok_batch}"
+        ),
+        "line 3",
+        "unknown field `batch_grup`",
+    );
+    bad(
+        &format!("[page]\nbatch_group = \"\"\n[lc]\ncomm = \"x\"\n{ok_batch}"),
+        "page.batch_group",
+        "must not be empty",
+    );
+}
+
+#[test]
+fn the_page_is_a_path_or_a_table() {
+    use elfen_daemon::config::GroupRef;
+    let batch = "[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\ncgroup = \"batch\"\n";
+    let c = Config::parse(&format!("page = \"elfen-x\"\n{batch}")).unwrap();
+    assert_eq!(
+        (c.page.path.to_str(), &c.page.batch_group),
+        (Some("elfen-x"), &None)
+    );
+    let c = Config::parse(&format!(
+        "[page]\npath = \"/dev/shm/y\"\nbatch_group = \"elfen-batch\"\n{batch}"
+    ))
+    .unwrap();
+    assert_eq!(c.page.path, Path::new("/dev/shm/y"));
+    assert_eq!(
+        c.page.batch_group,
+        Some(GroupRef::Name("elfen-batch".into()))
+    );
+    let c = Config::parse(&format!("[page]\nbatch_group = 1001\n{batch}")).unwrap();
+    assert_eq!(c.page.path, Path::new("/dev/shm/elfen"), "the default path");
+    assert_eq!(c.page.batch_group, Some(GroupRef::Id(1001)));
 }
 
 /// A config on a fake cgroup root, with a page and state file in `dir`.
@@ -205,6 +241,108 @@ fn machine_checks_name_the_field_and_apply_nothing() {
         "[[batch]]\nname = \"b\"\nmode = \"cooperative\"\ncommand = [\"no-such-program-here\"]\n",
     );
     refused(d, &c, &page, &state, "batch[0].command", "");
+}
+
+/// `config_in` with a `[page]` table instead of `page = "…"`.
+fn config_with_page_table(dir: &Path, page_table: &str) -> (Config, PathBuf, PathBuf) {
+    let (c, page, state) = config_in(dir, "[lc]\ncomm = \"x\"", COOP_BATCH);
+    let text = format!(
+        "state_file = \"{}\"\ncgroup_root = \"{}\"\n[page]\npath = \"{}\"\n{page_table}\n\
+         [lc]\ncomm = \"x\"\n[signal]\npriority = 0\n{COOP_BATCH}",
+        state.display(),
+        c.cgroup_root.display(),
+        page.display()
+    );
+    (Config::parse(&text).unwrap(), page, state)
+}
+
+#[test]
+fn the_batch_group_is_checked_and_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // an unknown group: refused, naming it
+    let (c, page, state) = config_with_page_table(d, "batch_group = \"no-such-group-elfen\"");
+    refused(
+        d,
+        &c,
+        &page,
+        &state,
+        "page.batch_group",
+        "no group named \"no-such-group-elfen\"",
+    );
+    // a known one (by name and by id): the batch segment's group, and said
+    for g in ["\"nogroup\"", "65534", "\"65534\""] {
+        let (c, _, _) = config_with_page_table(d, &format!("batch_group = {g}"));
+        let plan = Plan::resolve(&c).unwrap_or_else(|e| panic!("{g}: {e}"));
+        assert_eq!(
+            (plan.page_spec.batch_gid, plan.page_spec.batch_mode),
+            (Some(65534), 0o664),
+            "{g}"
+        );
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("group nogroup (gid 65534) may attach")),
+            "{:?}",
+            plan.notes
+        );
+    }
+    // none: cooperative batch programs of other users cannot attach; said
+    let (c, _, _) = config_in(d, "[lc]\ncomm = \"x\"", COOP_BATCH);
+    let plan = Plan::resolve(&c).unwrap();
+    assert_eq!(
+        (plan.page_spec.batch_gid, plan.page_spec.batch_mode),
+        (None, 0o644)
+    );
+    assert!(
+        plan.notes
+            .iter()
+            .any(|n| n.contains("no [page] batch_group") && n.contains("cooperative b")),
+        "{:?}",
+        plan.notes
+    );
+}
+
+#[test]
+fn a_page_name_held_by_something_else_is_refused_saying_whose() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (c, page, state) = config_in(d, "[lc]\ncomm = \"x\"", COOP_BATCH);
+    // not a signal page: never replaced
+    std::fs::write(&page, b"an operator's file").unwrap();
+    let e = Plan::resolve(&c).expect_err("not a page");
+    assert!(
+        e.field == "page"
+            && e.reason.contains("not a signal page")
+            && e.reason.contains(&format!("rm {}", page.display())),
+        "{e}"
+    );
+    // a stale page of an older ABI (its creator gone): replaced
+    let mut old = vec![0u8; 384];
+    old[..8].copy_from_slice(b"ELFENSIG");
+    old[8..12].copy_from_slice(&1u32.to_le_bytes());
+    old[48..52].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
+    std::fs::write(&page, &old).unwrap();
+    let plan = Plan::resolve(&c).unwrap();
+    assert_eq!(plan.stale_page, Some(0x7fff_fff0));
+    assert!(plan.page_spec.replace);
+    // another user's file at the name: refused, naming the user
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("not root: cannot give the page file to another user; that case not checked");
+    } else {
+        std::os::unix::fs::chown(&page, Some(65534), Some(65534)).unwrap();
+        let e = Plan::resolve(&c).expect_err("squatted");
+        assert!(
+            e.field == "page"
+                && e.reason.contains("user nobody (uid 65534)")
+                && e.reason.contains("another user holds the name")
+                && e.reason.contains(&format!("rm {}", page.display())),
+            "{e}"
+        );
+    }
+    std::fs::remove_file(&page).unwrap();
+    assert!(!state.exists());
 }
 
 #[test]

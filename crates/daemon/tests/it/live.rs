@@ -19,18 +19,18 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Acquire;
 use std::time::{Duration, Instant};
 
-struct Setup {
+pub(crate) struct Setup {
     _dir: tempfile::TempDir,
     /// The LC service's command name (unique, at most 15 bytes: a comm).
-    lc_name: String,
-    config: PathBuf,
-    state: PathBuf,
-    page: PathBuf,
+    pub(crate) lc_name: String,
+    pub(crate) config: PathBuf,
+    pub(crate) state: PathBuf,
+    pub(crate) page: PathBuf,
 }
 
 /// A config for one test: `tag` names the LC, `extra` adds top-level keys,
 /// `batch` the batch groups.
-fn setup(tag: &str, extra: &str, batch: &str) -> Setup {
+pub(crate) fn setup(tag: &str, extra: &str, batch: &str) -> Setup {
     let name = unique(tag);
     let lc_name = name[name.len().saturating_sub(15)..].to_string();
     let dir = tempfile::tempdir().unwrap();
@@ -59,7 +59,7 @@ fn setup(tag: &str, extra: &str, batch: &str) -> Setup {
 
 /// A batch group `name` in `mode` whose command is the daemon's unmodified
 /// spinner, started into a group the daemon creates.
-fn spinner_batch(name: &str, mode: &str) -> String {
+pub(crate) fn spinner_batch(name: &str, mode: &str) -> String {
     format!(
         "[[batch]]\nname = \"{name}\"\nmode = \"{mode}\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
     )
@@ -67,7 +67,7 @@ fn spinner_batch(name: &str, mode: &str) -> String {
 
 /// The cpuset group the daemon created for batch group `name`, and the pid
 /// of the spinner running in it.
-fn daemon_spinner(d: &DaemonProc, name: &str) -> (PathBuf, u32) {
+pub(crate) fn daemon_spinner(d: &DaemonProc, name: &str) -> (PathBuf, u32) {
     let group = Path::new("/sys/fs/cgroup/cpuset").join(format!("elfen-daemon-{}/{name}", d.pid()));
     let pid = std::fs::read_to_string(group.join("cgroup.procs"))
         .unwrap()
@@ -80,7 +80,7 @@ fn daemon_spinner(d: &DaemonProc, name: &str) -> (PathBuf, u32) {
 /// An LC service named `name` on `cpu` (SCHED_FIFO `fifo` if given): after
 /// `delay_ms`, busy `busy_us`, then idle for `idle_us` (a range: uniform),
 /// again.
-fn lc_bursts(
+pub(crate) fn lc_bursts(
     name: &str,
     cpu: u32,
     fifo: Option<u8>,
@@ -105,7 +105,7 @@ fn lc_busy_now(l: &elfen_shm::LcLine) -> bool {
 }
 
 /// GET /metrics from `addr` (host:port).
-fn scrape(addr: &str) -> String {
+pub(crate) fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(addr).expect("the metrics port answers");
     write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();

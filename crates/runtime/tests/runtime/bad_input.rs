@@ -74,7 +74,7 @@ fn missing_short_wrong_magic_and_wrong_version_pages() {
     expect_err(
         BatchThread::open(&old, 1, BatchOptions::default()),
         &before,
-        &["old", "ABI version 99, this build speaks version 1"],
+        &["old", "ABI version 99, this build speaks version 2"],
     );
     expect_err(LcLane::open(&old, 0), &before, &["ABI version 99"]);
     assert_quiescent(&page);
@@ -155,7 +155,7 @@ fn read_only_attachments() {
         expect_err(
             batch(&p, 1),
             &before,
-            &["read-only", "batch file", "batch or controller access"],
+            &["read-only", "batch segment", "batch or controller access"],
         );
     }
     fx.assert_quiescent();

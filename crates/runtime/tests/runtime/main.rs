@@ -8,12 +8,14 @@
 //! | `kill` | the kill switch stops batch code at the next slow path and resumes after clear |
 //! | `failsafe` | mode unmanaged runs batch code on a busy lane (KILL still pauses, clearing restores the policy); a stale heartbeat pauses batch code on an idle lane until a beat; without the fail-safe an old heartbeat changes nothing |
 //! | `bad_input` | every bad page, lane, role, access, policy, backend and CPU is a clear error that leaves the thread and the page as they were |
+//! | `attack` | a hostile user (nobody) cannot write, shrink, remove or re-permission the page file or the batch segment; garbling every byte of the batch segment while the LC serves does not stop it |
 //! | `lc` | the LC line's words, counters, lane claiming and cleanup; controller reconfiguration |
 //!
 //! Threaded tests pin to the first two CPUs this process may use and run
 //! one at a time (`common::serial`). Pages live in temporary directories and
 //! are removed on drop, even when a test panics.
 
+mod attack;
 mod bad_input;
 mod borrow_idle;
 mod budget;

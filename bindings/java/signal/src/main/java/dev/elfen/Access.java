@@ -1,10 +1,10 @@
 package dev.elfen;
 
-/** Who attaches, which decides each file's access (docs/protocol.md, the permission model). */
+/** Who attaches, which decides each region's access (docs/protocol.md, the permission model). */
 public enum Access {
-    /** The LC service: page read-write, batch file read-only. */
+    /** The LC service: page read-write, batch segment read-only. */
     LC("LC", true, false),
-    /** A batch process: page read-only, batch file read-write. */
+    /** A batch process: page read-only, batch segment read-write. */
     BATCH("batch", false, true),
     /** The controller (the creator of a page): both read-write. */
     CONTROLLER("controller", true, true),
@@ -31,7 +31,7 @@ public enum Access {
         return pageRw;
     }
 
-    /** Whether this role maps the batch file read-write. */
+    /** Whether this role attaches the batch segment read-write. */
     public boolean batchWritable() {
         return batchRw;
     }

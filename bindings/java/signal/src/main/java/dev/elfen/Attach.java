@@ -10,7 +10,7 @@ final class Attach {
     enum Side {
         /** An LC thread: writes the page file, attaches to a request lane. */
         LC,
-        /** A batch thread: writes the batch file, attaches to a batch lane. */
+        /** A batch thread: writes the batch segment, attaches to a batch lane. */
         BATCH
     }
 
@@ -39,7 +39,7 @@ final class Attach {
         if (!writable) {
             throw side == Side.LC
                     ? ElfenException.readOnlyFor(page.path(), "page file", "LC lane", "LC or controller")
-                    : ElfenException.readOnlyFor(page.batchPath(), "batch file", "batch thread", "batch or controller");
+                    : ElfenException.readOnlyFor(page.path(), "batch segment", "batch thread", "batch or controller");
         }
         ControllerConfig cfg = readConfig(page, lane);
         int want = side == Side.LC ? Layout.Role.REQUEST : Layout.Role.BATCH;

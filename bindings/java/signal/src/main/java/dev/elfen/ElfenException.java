@@ -40,8 +40,16 @@ public final class ElfenException extends Exception {
         STUCK_CONTROLLER,
         /** A write through a handle attached read-only. */
         READ_ONLY,
-        /** Creating over an existing page without replace. */
+        /** Creating over an existing page without replace (or over another user's file). */
         EXISTS,
+        /** A page file others can write (or owned by another user), refused. */
+        UNTRUSTED,
+        /** The batch segment the page names does not exist (in this IPC namespace). */
+        BATCH_GONE,
+        /** The OS refused to attach the batch segment with the access this role needs. */
+        BATCH_DENIED,
+        /** The segment id the page names belongs to another user's segment. */
+        BATCH_FOREIGN,
         /** A batch thread asked for a request lane. */
         BATCH_ON_REQUEST_LANE,
         /** An LC thread asked for a batch lane. */
@@ -147,10 +155,42 @@ public final class ElfenException extends Exception {
                 "cannot " + what + ": signal page " + p + " is attached read-only by this process");
     }
 
-    static ElfenException exists(Path p, int pid, boolean alive) {
-        return new ElfenException(Kind.EXISTS, p, "signal page " + p + " already exists (created by pid "
-                + Integer.toUnsignedString(pid) + ", " + (alive ? "still running" : "no longer running")
-                + "); remove it or create with replace");
+    static ElfenException exists(Path p, String owner, int pid, boolean alive, String advice) {
+        return new ElfenException(Kind.EXISTS, p, "signal page " + p + " already exists (owned by " + owner
+                + ", created by pid " + Integer.toUnsignedString(pid) + ", "
+                + (alive ? "still running" : "no longer running") + "); " + advice);
+    }
+
+    static ElfenException untrusted(Path p, String owner, int mode, String why) {
+        return new ElfenException(Kind.UNTRUSTED, p, "signal page " + p + " (owned by " + owner + ", mode "
+                + Integer.toOctalString(mode) + ") is refused: " + why + ". Whoever can write a page file can crash"
+                + " or steer every process that maps it; remove it (as its owner or root) and let the page's"
+                + " creator make it again");
+    }
+
+    static ElfenException batchGone(Path p, int shmid, int pid, boolean creatorAlive) {
+        return new ElfenException(Kind.BATCH_GONE, p, "signal page " + p + ": its batch segment (System V shm id "
+                + Integer.toUnsignedString(shmid) + ", created by pid " + Integer.toUnsignedString(pid) + ") is gone: "
+                + (creatorAlive
+                        ? "its creator still runs but no longer holds the page (a page lives only while some process"
+                                + " has it attached: re-create it), or this process is in another IPC namespace than"
+                                + " the creator (a container needs the host's: --ipc=host, hostIPC)"
+                        : "its creator is no longer running and no process holds the page any more: re-create the"
+                                + " page (restart its creator)"));
+    }
+
+    static ElfenException batchDenied(Path p, int shmid, boolean rw, String role, String holder) {
+        return new ElfenException(Kind.BATCH_DENIED, p, "signal page " + p + ": permission denied attaching its"
+                + " batch segment (System V shm id " + Integer.toUnsignedString(shmid) + ", " + holder + ") "
+                + (rw ? "read-write" : "read-only") + " (" + role + " access). Batch processes need write access:"
+                + " the page's creator names a batch group they belong to (the daemon's [page] batch_group); see"
+                + " the permission model in docs/protocol.md");
+    }
+
+    static ElfenException batchForeign(Path p, int shmid, String creator, String owner) {
+        return new ElfenException(Kind.BATCH_FOREIGN, p, "signal page " + p + ": System V shm id "
+                + Integer.toUnsignedString(shmid) + " was created by " + creator + ", not by the page's owner ("
+                + owner + "): the page's own segment is gone and its id was reused; re-create the page");
     }
 
     // ---- attach errors (RuntimeError)

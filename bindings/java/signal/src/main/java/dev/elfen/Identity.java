@@ -5,7 +5,7 @@ package dev.elfen;
  * is always {@link Layout.Clock#MONOTONIC_NS} for pages Java creates (see
  * {@link PageClock}).
  *
- * @param instance instance id, repeated in the batch file
+ * @param instance instance id, repeated in the batch segment
  * @param creatorPid creator pid
  * @param createdUnixS creation time, Unix seconds
  */

@@ -15,7 +15,8 @@ import java.nio.charset.StandardCharsets;
  *   256  lane 1: LC line ...
  *   size = 128 + lanes * 128
  *
- * batch file  (batch threads write)
+ * batch segment  (a System V shared-memory segment, fixed size; header.batch_shmid
+ *                names it; batch threads write)
  *   0    batch header
  *   64   lane 0: batch line
  *   128  lane 1: batch line ...
@@ -27,26 +28,26 @@ import java.nio.charset.StandardCharsets;
  * the high bit can be set). Offsets inside a line are relative to the line's
  * start; {@link #lcLine}, {@link #controllerLine} and {@link #batchLine} give
  * a lane's line offset in its file. {@code LayoutTest} checks every offset
- * against {@code testdata/signal/v1-2lanes.json}.
+ * against {@code testdata/signal/v2-2lanes.json}.
  */
 public final class Layout {
     private Layout() {}
 
     /** {@code "ELFENSIG"} as a little-endian u64: the first 8 bytes of a signal page. */
     public static final long MAGIC = leMagic("ELFENSIG");
-    /** {@code "ELFENBAT"} as a little-endian u64: the first 8 bytes of a batch file. */
+    /** {@code "ELFENBAT"} as a little-endian u64: the first 8 bytes of a batch segment. */
     public static final long BATCH_MAGIC = leMagic("ELFENBAT");
     /** The layout version this binding reads and writes. */
-    public static final int ABI_VERSION = 1;
+    public static final int ABI_VERSION = 2;
     /** Size of one line. */
     public static final int LINE_SIZE = 64;
     /** Size of the page header (two lines). */
     public static final int HEADER_SIZE = 128;
     /** Bytes per lane in the page file (LC line + controller line). */
     public static final int LANE_STRIDE = 128;
-    /** Size of the batch file header. */
+    /** Size of the batch segment header. */
     public static final int BATCH_HEADER_SIZE = 64;
-    /** Bytes per lane in the batch file (one batch line). */
+    /** Bytes per lane in the batch segment (one batch line). */
     public static final int BATCH_STRIDE = 64;
     /** Most lanes one page may describe. */
     public static final int MAX_LANES = 4096;
@@ -58,7 +59,7 @@ public final class Layout {
         return HEADER_SIZE + (long) lanes * LANE_STRIDE;
     }
 
-    /** Size of the batch file for {@code lanes} lanes. */
+    /** Size of the batch segment for {@code lanes} lanes. */
     public static long batchSize(int lanes) {
         return BATCH_HEADER_SIZE + (long) lanes * BATCH_STRIDE;
     }
@@ -73,7 +74,7 @@ public final class Layout {
         return lcLine(lane) + LINE_SIZE;
     }
 
-    /** Offset of lane {@code lane}'s batch line in the batch file. */
+    /** Offset of lane {@code lane}'s batch line in the batch segment. */
     public static long batchLine(int lane) {
         return BATCH_HEADER_SIZE + (long) lane * BATCH_STRIDE;
     }
@@ -105,12 +106,12 @@ public final class Layout {
         public static final int CLOCK = 28;
         /** u64 clock rate. */
         public static final int TICKS_PER_SEC = 32;
-        /** u64 random instance id, repeated in the batch file. */
+        /** u64 random instance id, repeated in the batch segment. */
         public static final int INSTANCE = 40;
         /** u32 creating process. */
         public static final int CREATOR_PID = 48;
-        /** u32 reserved, 0. */
-        public static final int FLAGS = 52;
+        /** u32 System V shm id of the batch segment. */
+        public static final int BATCH_SHMID = 52;
         /** u64 creation time, Unix seconds. */
         public static final int CREATED_UNIX_S = 56;
         /** u64 page clock at the controller's last sign of life (line 1). */
@@ -168,7 +169,7 @@ public final class Layout {
         public static final int CONFIG_SEQ = 60;
     }
 
-    /** Batch file header, offsets from the start of the batch file. */
+    /** Batch segment header, offsets from the start of the batch segment. */
     public static final class BatchHeader {
         private BatchHeader() {}
 

@@ -19,7 +19,9 @@ import java.util.Locale;
  * syscall(SYS_futex, ...)} and {@code syscall(SYS_gettid)} (through libc's
  * {@code syscall}, with the x86-64 and aarch64 numbers), {@code kill(pid, 0)},
  * {@code clock_gettime(CLOCK_MONOTONIC)}, {@code sched_getaffinity} /
- * {@code sched_setaffinity} and {@code strerror}.
+ * {@code sched_setaffinity}, {@code strerror}, {@code geteuid}, and the
+ * System V shared-memory calls of the batch segment ({@code shmget},
+ * {@code shmat}, {@code shmdt}, {@code shmctl}; {@link BatchSegment}).
  *
  * <p>Only Linux on x86-64 or aarch64: {@link #requireSupported()} says so
  * otherwise. Every variadic argument of {@code syscall} is passed as a
@@ -56,6 +58,13 @@ final class Native {
     private static final MethodHandle GETAFFINITY; // int sched_getaffinity(int, long, ptr), errno
     private static final MethodHandle SETAFFINITY; // int sched_setaffinity(int, long, ptr), errno
     private static final MethodHandle STRERROR; // char *strerror(int)
+    private static final MethodHandle GETEUID; // uid_t geteuid(void)
+    private static final MethodHandle GETPWUID; // struct passwd *getpwuid(uid_t)
+    private static final MethodHandle GETGRGID; // struct group *getgrgid(gid_t)
+    private static final MethodHandle SHMGET; // int shmget(key_t, size_t, int), errno
+    private static final MethodHandle SHMAT; // void *shmat(int, const void *, int), errno
+    private static final MethodHandle SHMDT; // int shmdt(const void *)
+    private static final MethodHandle SHMCTL; // int shmctl(int, int, struct shmid_ds *), errno
 
     static {
         String arch = ARCH.toLowerCase(Locale.ROOT);
@@ -85,8 +94,16 @@ final class Native {
             SETAFFINITY = handle("sched_setaffinity",
                     FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG, ADDRESS), errno);
             STRERROR = handle("strerror", FunctionDescriptor.of(ADDRESS, JAVA_INT));
+            GETEUID = handle("geteuid", FunctionDescriptor.of(JAVA_INT));
+            GETPWUID = handle("getpwuid", FunctionDescriptor.of(ADDRESS, JAVA_INT));
+            GETGRGID = handle("getgrgid", FunctionDescriptor.of(ADDRESS, JAVA_INT));
+            SHMGET = handle("shmget", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT), errno);
+            SHMAT = handle("shmat", FunctionDescriptor.of(ADDRESS, JAVA_INT, ADDRESS, JAVA_INT), errno);
+            SHMDT = handle("shmdt", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+            SHMCTL = handle("shmctl", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS), errno);
         } else {
             SYSCALL6 = SYSCALL0 = KILL = CLOCK_GETTIME = GETAFFINITY = SETAFFINITY = STRERROR = null;
+            GETEUID = GETPWUID = GETGRGID = SHMGET = SHMAT = SHMDT = SHMCTL = null;
         }
     }
 
@@ -184,6 +201,113 @@ final class Native {
         try {
             MemorySegment s = (MemorySegment) STRERROR.invokeExact(e);
             return s.equals(MemorySegment.NULL) ? "errno " + e : s.reinterpret(1024).getString(0);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** This process's effective uid. */
+    static int geteuid() {
+        try {
+            return (int) GETEUID.invokeExact();
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * The name of user {@code uid} ({@code getpwuid}: {@code pw_name} is the
+     * first member of {@code struct passwd}), or null.
+     */
+    static synchronized String userName(int uid) {
+        try {
+            return firstString((MemorySegment) GETPWUID.invokeExact(uid));
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** The name of group {@code gid} ({@code getgrgid}: {@code gr_name} comes first), or null. */
+    static synchronized String groupName(int gid) {
+        try {
+            return firstString((MemorySegment) GETGRGID.invokeExact(gid));
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** The C string the first pointer of the struct at {@code entry} points to. */
+    @SuppressWarnings("restricted")
+    private static String firstString(MemorySegment entry) {
+        if (entry.equals(MemorySegment.NULL)) {
+            return null;
+        }
+        MemorySegment name = entry.reinterpret(ADDRESS.byteSize()).get(ADDRESS, 0);
+        return name.equals(MemorySegment.NULL) ? null : name.reinterpret(4096).getString(0);
+    }
+
+    // ---- System V shared memory (the same constants on x86-64 and aarch64)
+
+    static final int IPC_PRIVATE = 0;
+    static final int IPC_CREAT = 01000;
+    static final int IPC_EXCL = 02000;
+    static final int IPC_RMID = 0;
+    static final int IPC_SET = 1;
+    static final int IPC_STAT = 2;
+    static final int SHM_RDONLY = 010000;
+    static final int EACCES = 13;
+    static final int EINVAL = 22;
+    static final int EIDRM = 43;
+    /**
+     * {@code struct shmid_ds} of 64-bit Linux (x86-64 and aarch64 share it):
+     * its size and the offsets of the fields read or set.
+     */
+    static final int SHMID_DS_SIZE = 112;
+    static final int SHM_PERM_UID = 4;
+    static final int SHM_PERM_GID = 8;
+    static final int SHM_PERM_CUID = 12;
+    static final int SHM_PERM_MODE = 20;
+    static final int SHM_SEGSZ = 48;
+    static final int SHM_NATTCH = 88;
+
+    /** {@code shmget(IPC_PRIVATE, size, IPC_CREAT | IPC_EXCL | mode)}: the new id, or -errno. */
+    static int shmgetPrivate(long size, int mode) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment st = a.allocate(CAPTURE);
+            int r = (int) SHMGET.invokeExact(st, IPC_PRIVATE, size, IPC_CREAT | IPC_EXCL | (mode & 0777));
+            return r < 0 ? -(int) ERRNO.get(st, 0L) : r;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** {@code shmat(id, NULL, flags)}: the address, or -errno. */
+    static long shmat(int id, boolean readOnly) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment st = a.allocate(CAPTURE);
+            MemorySegment r = (MemorySegment) SHMAT.invokeExact(st, id, MemorySegment.NULL,
+                    readOnly ? SHM_RDONLY : 0);
+            return r.address() == -1L ? -(long) (int) ERRNO.get(st, 0L) : r.address();
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** {@code shmdt(addr)}. */
+    static void shmdt(MemorySegment addr) {
+        try {
+            int unused = (int) SHMDT.invokeExact(addr);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** {@code shmctl(id, cmd, buf)} with {@code buf} a {@link #SHMID_DS_SIZE}-byte buffer (or NULL): 0 or errno. */
+    static int shmctl(int id, int cmd, MemorySegment buf) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment st = a.allocate(CAPTURE);
+            int r = (int) SHMCTL.invokeExact(st, id, cmd, buf);
+            return r < 0 ? (int) ERRNO.get(st, 0L) : 0;
         } catch (Throwable t) {
             throw rethrow(t);
         }

@@ -14,24 +14,29 @@ import java.time.Instant;
 import java.util.function.IntToLongFunction;
 
 /**
- * An attached (or created) signal page: both files mapped into
+ * An attached (or created) signal page: its file mapped and its batch
+ * segment (a System V shared-memory segment) attached, as
  * {@link MemorySegment}s (the Java mirror of Rust's {@code elfen_shm::Page}).
  *
  * <p>{@link #attach} validates, in the Rust side's order, and refuses anything
  * else with an {@link ElfenException} naming the file and the mismatch: the
- * file exists; it is at least as long as its header; magic; ABI version; line
- * size 64; total size equals the file's; lane count 1..=4096 and consistent
- * with the size; the expected lane count (if given); a known clock (and, Java
- * only, MONOTONIC_NS for a handle that writes: see {@link PageClock}); then the
- * same for the batch file, plus instance equality.
+ * file exists; only its owner may write it and the owner is root or this
+ * process's user; it is at least as long as its header; magic; ABI version;
+ * line size 64; total size equals the file's; lane count 1..=4096 and
+ * consistent with the size; the expected lane count (if given); a known clock
+ * (and, Java only, MONOTONIC_NS for a handle that writes: see
+ * {@link PageClock}); then the batch segment the header names: it exists, its
+ * creator is the page file's owner, and the same header checks against the
+ * segment's size, plus instance equality.
  *
  * <p>Access modes follow the permission model: {@link Access#LC} maps the page
- * read-write and the batch file read-only, {@link Access#BATCH} the reverse,
- * {@link Access#OBSERVER} both read-only; {@link #create} returns a
+ * read-write and the batch segment read-only, {@link Access#BATCH} the
+ * reverse, {@link Access#OBSERVER} both read-only; {@link #create} returns a
  * {@link Access#CONTROLLER} handle (both read-write). Closing the page unmaps
- * both files (and removes them if this handle created them and did not
+ * both (and removes the page file if this handle created it and did not
  * {@link #persist}); close it after the {@link LcLane}s and
- * {@link BatchThread}s attached through it.
+ * {@link BatchThread}s attached through it. The batch segment is freed by the
+ * kernel when the last process that has it attached lets go of it.
  */
 public final class Page implements AutoCloseable {
     /** Directory of pages named without a {@code /}. */
@@ -42,7 +47,7 @@ public final class Page implements AutoCloseable {
     public static final long STUCK_SEQLOCK_NS = 100_000_000L;
 
     private final Path path;
-    private final Path batchPath;
+    private final int batchShmid;
     private final Arena arena;
     private final MemorySegment page;
     private final MemorySegment batch;
@@ -55,10 +60,10 @@ public final class Page implements AutoCloseable {
     private int refs;
     private boolean closed;
 
-    private Page(Path path, Path batchPath, Arena arena, MemorySegment page, MemorySegment batch, int lanes,
+    private Page(Path path, int batchShmid, Arena arena, MemorySegment page, MemorySegment batch, int lanes,
             int clockKind, long ticksPerSec, Access access, boolean owner) {
         this.path = path;
-        this.batchPath = batchPath;
+        this.batchShmid = batchShmid;
         this.arena = arena;
         this.page = page;
         this.batch = batch;
@@ -72,11 +77,6 @@ public final class Page implements AutoCloseable {
     /** The page file for {@code name}: a name without {@code /} lives in /dev/shm, anything else is a path. */
     public static Path pagePath(String name) {
         return name.contains("/") ? Path.of(name) : Path.of(SHM_DIR, name);
-    }
-
-    /** The batch file that goes with page file {@code page}: {@code <page>.batch}. */
-    public static Path batchPath(Path page) {
-        return page.resolveSibling(page.getFileName() + ".batch");
     }
 
     /** Attaches the page at {@code path} as {@code access}, validating both files. */
@@ -93,30 +93,82 @@ public final class Page implements AutoCloseable {
         Native.requireSupported();
         Arena arena = Arena.ofShared();
         try {
-            MemorySegment p = PageFiles.mapChecked(path, PageFiles.open(path, access.pageWritable(), access.label()),
-                    HEADER_SIZE, access.pageWritable(), arena);
+            MemorySegment p = PageFiles.mapChecked(path,
+                    PageFiles.openTrusted(path, access.pageWritable(), access.label()), HEADER_SIZE,
+                    access.pageWritable(), arena);
             checkCommon(path, p, Layout.MAGIC, Layout.Header.TOTAL_SIZE, Layout.Header.LANE_COUNT, "signal page",
                     Layout::pageSize, expect);
             int lanes = Mem.get32(p, Layout.Header.LANE_COUNT);
             int kind = Mem.get32(p, Layout.Header.CLOCK);
             long rate = Mem.get64(p, Layout.Header.TICKS_PER_SEC);
             checkClock(path, access, kind, rate);
-            Path bpath = batchPath(path);
-            MemorySegment b = PageFiles.mapChecked(bpath,
-                    PageFiles.open(bpath, access.batchWritable(), access.label()), BATCH_HEADER_SIZE,
-                    access.batchWritable(), arena);
-            checkCommon(bpath, b, Layout.BATCH_MAGIC, Layout.BatchHeader.TOTAL_SIZE, Layout.BatchHeader.LANE_COUNT,
-                    "batch file", Layout::batchSize, lanes);
+            int shmid = Mem.get32(p, Layout.Header.BATCH_SHMID);
+            MemorySegment b = attachSegment(path, shmid, PageFiles.owner(path), Mem.get32(p, Layout.Header.CREATOR_PID),
+                    access, arena);
+            Path label = segmentLabel(path, shmid);
+            if (b.byteSize() < BATCH_HEADER_SIZE) {
+                throw ElfenException.shortFile(label, b.byteSize(), BATCH_HEADER_SIZE);
+            }
+            checkCommon(label, b, Layout.BATCH_MAGIC, Layout.BatchHeader.TOTAL_SIZE, Layout.BatchHeader.LANE_COUNT,
+                    "batch segment", Layout::batchSize, lanes);
             long pi = Mem.get64(p, Layout.Header.INSTANCE);
             long bi = Mem.get64(b, Layout.BatchHeader.INSTANCE);
             if (pi != bi) {
-                throw ElfenException.mismatch(bpath, "instance (the batch file belongs to another page)", bi, pi);
+                throw ElfenException.mismatch(label, "instance (the batch segment belongs to another page)", bi, pi);
             }
-            return new Page(path, bpath, arena, p, b, lanes, kind, rate, access, false);
+            return new Page(path, shmid, arena, p, b, lanes, kind, rate, access, false);
         } catch (ElfenException | RuntimeException e) {
             arena.close();
             throw e;
         }
+    }
+
+    /** The name batch-segment errors give: the page and the segment id. */
+    private static Path segmentLabel(Path path, int shmid) {
+        return Path.of(path + " (batch segment, System V shm id " + Integer.toUnsignedString(shmid) + ")");
+    }
+
+    /**
+     * Attaches the batch segment {@code shmid} that the page at {@code path}
+     * (owned by uid {@code pageUid}, created by {@code creatorPid}) names.
+     */
+    private static MemorySegment attachSegment(Path path, int shmid, int pageUid, int creatorPid, Access access,
+            Arena arena) throws ElfenException {
+        if (shmid < 0) {
+            throw ElfenException.batchGone(path, shmid, creatorPid, Native.alive(creatorPid));
+        }
+        MemorySegment b;
+        try {
+            b = BatchSegment.attach(shmid, access.batchWritable(), arena);
+        } catch (BatchSegment.ErrnoException e) {
+            if (e.errno == Native.EINVAL || e.errno == Native.EIDRM) {
+                throw ElfenException.batchGone(path, shmid, creatorPid, Native.alive(creatorPid));
+            }
+            if (e.errno == Native.EACCES || e.errno == Native.EPERM) {
+                String holder;
+                try {
+                    BatchSegment.Stat st = BatchSegment.stat(shmid);
+                    holder = "owned by " + PageFiles.describeUser(st.uid()) + ", " + PageFiles.describeGroup(st.gid())
+                            + ", mode " + Integer.toOctalString(st.mode());
+                } catch (BatchSegment.ErrnoException e2) {
+                    holder = "not even readable by this process";
+                }
+                throw ElfenException.batchDenied(path, shmid, access.batchWritable(), access.label(), holder);
+            }
+            throw ElfenException.os(segmentLabel(path, shmid), "shmat", e);
+        }
+        // the segment must come from the page's owner: an id freed and reused by
+        // another user's segment is not this page's
+        int cuid;
+        try {
+            cuid = BatchSegment.stat(shmid).cuid();
+        } catch (BatchSegment.ErrnoException e) {
+            throw ElfenException.os(path, "shmctl(IPC_STAT)", e);
+        }
+        if (cuid != pageUid) {
+            throw ElfenException.batchForeign(path, shmid, PageFiles.describeUser(cuid), PageFiles.describeUser(pageUid));
+        }
+        return b;
     }
 
     private static void checkClock(Path path, Access access, int kind, long rate) throws ElfenException {
@@ -183,7 +235,7 @@ public final class Page implements AutoCloseable {
         long total = Mem.get64(s, totalOff);
         long actual = s.byteSize();
         if (total != actual) {
-            throw ElfenException.mismatch(path, "total_size (vs the file's size)", total, actual);
+            throw ElfenException.mismatch(path, "total_size (vs its actual size)", total, actual);
         }
         int lanes = Mem.get32(s, lanesOff);
         if (lanes == 0 || Integer.compareUnsigned(lanes, Layout.MAX_LANES) > 0) {
@@ -198,34 +250,40 @@ public final class Page implements AutoCloseable {
     }
 
     /**
-     * Creates both files of a page at {@code path} from {@code spec}, with the
-     * clock MONOTONIC_NS, and returns it attached as {@link Access#CONTROLLER}.
-     * The files are complete before they appear under their names (batch file
-     * first), so a concurrent attach never sees a half-written page. Closing the
-     * returned page removes the files unless {@link #persist} was called.
+     * Creates a page at {@code path} from {@code spec}, with the clock
+     * MONOTONIC_NS — its batch segment first, then the page file naming it —
+     * and returns it attached as {@link Access#CONTROLLER}. The page file is
+     * complete before it appears under its name, so a concurrent attach never
+     * sees a half-written page. Closing the returned page removes the page
+     * file unless {@link #persist} was called; the batch segment is freed
+     * when the last process that has the page attached lets go of it.
      */
     public static Page create(Path path, PageSpec spec) throws ElfenException {
         Native.requireSupported();
         spec.validate();
-        Path bpath = batchPath(path);
         int lanes = spec.lanes().size();
         Identity id = spec.identity() != null ? spec.identity()
                 : new Identity(PageFiles.randomInstance(), (int) ProcessHandle.current().pid(),
                         Instant.now().getEpochSecond());
-        if (!spec.replace() && Files.exists(path)) {
-            int pid = PageFiles.readCreatorPid(path);
-            throw ElfenException.exists(path, pid, Native.alive(pid));
+        if (!spec.replace() && Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            throw PageFiles.existsError(path);
         }
-        PageFiles.publish(bpath, Layout.batchSize(lanes), spec.batchMode(), spec.batchGid(), true, m -> {
-            Mem.set32(m, Layout.BatchHeader.ABI_VERSION, Layout.ABI_VERSION);
-            Mem.set32(m, Layout.BatchHeader.LINE_SIZE, Layout.LINE_SIZE);
-            Mem.set64(m, Layout.BatchHeader.TOTAL_SIZE, Layout.batchSize(lanes));
-            Mem.set32(m, Layout.BatchHeader.LANE_COUNT, lanes);
-            Mem.set64(m, Layout.BatchHeader.INSTANCE, id.instance());
-            Mem.release64(m, Layout.BatchHeader.MAGIC, Layout.BATCH_MAGIC);
-        });
+        Arena arena = Arena.ofShared();
         try {
-            PageFiles.publish(path, Layout.pageSize(lanes), spec.pageMode(), null, spec.replace(), m -> {
+            BatchSegment.Created seg;
+            try {
+                seg = BatchSegment.create(Layout.batchSize(lanes), spec.batchMode(), spec.batchGid(), arena);
+            } catch (BatchSegment.ErrnoException e) {
+                throw ElfenException.os(path, "creating the batch segment (shmget)", e);
+            }
+            MemorySegment b = seg.memory();
+            Mem.set32(b, Layout.BatchHeader.ABI_VERSION, Layout.ABI_VERSION);
+            Mem.set32(b, Layout.BatchHeader.LINE_SIZE, Layout.LINE_SIZE);
+            Mem.set64(b, Layout.BatchHeader.TOTAL_SIZE, Layout.batchSize(lanes));
+            Mem.set32(b, Layout.BatchHeader.LANE_COUNT, lanes);
+            Mem.set64(b, Layout.BatchHeader.INSTANCE, id.instance());
+            Mem.release64(b, Layout.BatchHeader.MAGIC, Layout.BATCH_MAGIC);
+            PageFiles.publish(path, Layout.pageSize(lanes), spec.pageMode(), spec.replace(), m -> {
                 Mem.set32(m, Layout.Header.ABI_VERSION, Layout.ABI_VERSION);
                 Mem.set32(m, Layout.Header.LINE_SIZE, Layout.LINE_SIZE);
                 Mem.set64(m, Layout.Header.TOTAL_SIZE, Layout.pageSize(lanes));
@@ -234,23 +292,16 @@ public final class Page implements AutoCloseable {
                 Mem.set64(m, Layout.Header.TICKS_PER_SEC, PageClock.TICKS_PER_SEC);
                 Mem.set64(m, Layout.Header.INSTANCE, id.instance());
                 Mem.set32(m, Layout.Header.CREATOR_PID, id.creatorPid());
+                Mem.set32(m, Layout.Header.BATCH_SHMID, seg.id());
                 Mem.set64(m, Layout.Header.CREATED_UNIX_S, id.createdUnixS());
                 for (int i = 0; i < lanes; i++) {
                     storeController(m, Layout.controllerLine(i), spec.lanes().get(i));
                 }
                 Mem.release64(m, Layout.Header.MAGIC, Layout.MAGIC);
             });
-        } catch (ElfenException e) {
-            deleteQuietly(bpath);
-            throw e;
-        }
-        Arena arena = Arena.ofShared();
-        try {
             MemorySegment p = PageFiles.mapChecked(path, PageFiles.open(path, true, "controller"), HEADER_SIZE, true,
                     arena);
-            MemorySegment b = PageFiles.mapChecked(bpath, PageFiles.open(bpath, true, "controller"),
-                    BATCH_HEADER_SIZE, true, arena);
-            return new Page(path, bpath, arena, p, b, lanes, Layout.Clock.MONOTONIC_NS, PageClock.TICKS_PER_SEC,
+            return new Page(path, seg.id(), arena, p, b, lanes, Layout.Clock.MONOTONIC_NS, PageClock.TICKS_PER_SEC,
                     Access.CONTROLLER, true);
         } catch (ElfenException | RuntimeException e) {
             arena.close();
@@ -266,25 +317,31 @@ public final class Page implements AutoCloseable {
         }
     }
 
-    /** Removes both files of the page at {@code path} (missing files are fine). */
+    /**
+     * Removes the page file at {@code path} (a missing file is fine). Its batch
+     * segment needs no removal: it is freed with its last attachment.
+     */
     public static void remove(Path path) throws ElfenException {
-        for (Path p : new Path[] {path, batchPath(path)}) {
-            try {
-                Files.deleteIfExists(p);
-            } catch (IOException e) {
-                throw ElfenException.os(p, "remove", e);
-            }
+        try {
+            Files.deleteIfExists(path);
+        } catch (IOException e) {
+            throw ElfenException.os(path, "remove", e);
         }
     }
 
-    /** Keeps the files after this (creating) handle is closed. */
+    /**
+     * Keeps the page file after this (creating) handle is closed. The batch
+     * segment still lives only while some process has the page attached: a
+     * persisted page that nobody holds any more is refused at attach ("batch
+     * segment ... is gone"), and its creator makes it again.
+     */
     public void persist() {
         owner = false;
     }
 
     /**
-     * Closes the handle: removes both files if this handle created them and
-     * did not {@link #persist}, and unmaps them, at once or, while
+     * Closes the handle: removes the page file if this handle created it and
+     * did not {@link #persist}, and unmaps the file and the batch segment, at once or, while
      * {@link LcLane}s or {@link BatchThread}s attached through it are still
      * open, when the last of them is closed (so their loads and stores never
      * reach unmapped memory).
@@ -294,7 +351,6 @@ public final class Page implements AutoCloseable {
         if (owner) {
             owner = false;
             deleteQuietly(path);
-            deleteQuietly(batchPath);
         }
         synchronized (this) {
             if (closed) {
@@ -335,9 +391,9 @@ public final class Page implements AutoCloseable {
         return path;
     }
 
-    /** The batch file. */
-    public Path batchPath() {
-        return batchPath;
+    /** The System V id of the batch segment (the page header's {@code batch_shmid}). */
+    public int batchShmid() {
+        return batchShmid;
     }
 
     /** Number of lanes. */
@@ -384,7 +440,7 @@ public final class Page implements AutoCloseable {
         return access.pageWritable();
     }
 
-    /** Whether this handle may write the batch file (batch, controller). */
+    /** Whether this handle may write the batch segment (batch, controller). */
     public boolean batchWritable() {
         return access.batchWritable();
     }
@@ -674,7 +730,7 @@ public final class Page implements AutoCloseable {
         return page;
     }
 
-    /** The batch file's mapping. */
+    /** The batch segment's attachment. */
     MemorySegment batchSegment() {
         return batch;
     }

@@ -21,7 +21,10 @@ import java.util.HexFormat;
 import java.util.Set;
 import java.util.function.Consumer;
 
-/** Opening, mapping and atomically publishing the two files of a page. */
+/**
+ * The page file: opening it as a role needs (and refusing one this process
+ * cannot trust), mapping it, and publishing a new one atomically.
+ */
 final class PageFiles {
     private PageFiles() {}
 
@@ -47,6 +50,79 @@ final class PageFiles {
         }
     }
 
+    /**
+     * Opens the page file for {@code role} after refusing one this process
+     * cannot trust: not a regular file, writable by its group or by others, or
+     * owned by neither root nor this process's user (whoever can write a page
+     * file can truncate it under every mapping, or steer batch threads). The
+     * check reads the path's attributes just before opening it.
+     */
+    static FileChannel openTrusted(Path path, boolean rw, String role) throws ElfenException {
+        java.util.Map<String, Object> a;
+        try {
+            a = Files.readAttributes(path, "unix:uid,mode,isRegularFile");
+        } catch (NoSuchFileException e) {
+            throw ElfenException.missing(path);
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            throw ElfenException.os(path, "stat", e);
+        }
+        int uid = (Integer) a.get("uid");
+        int mode = (Integer) a.get("mode") & 07777;
+        if (!(Boolean) a.get("isRegularFile")) {
+            throw ElfenException.untrusted(path, describeUser(uid), mode, "it is not a regular file");
+        }
+        if ((mode & 022) != 0) {
+            throw ElfenException.untrusted(path, describeUser(uid), mode, "its group or other users can write it");
+        }
+        int me = Native.geteuid();
+        if (uid != 0 && uid != me) {
+            throw ElfenException.untrusted(path, describeUser(uid), mode,
+                    "it is owned by neither root nor this process's user (" + describeUser(me) + ")");
+        }
+        return open(path, rw, role);
+    }
+
+    /** The uid owning {@code path} (-1 if unreadable). */
+    static int owner(Path path) {
+        try {
+            return (Integer) Files.getAttribute(path, "unix:uid");
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            return -1;
+        }
+    }
+
+    /** "user nobody (uid 65534)", or "uid 4242" without a name. */
+    static String describeUser(int uid) {
+        String n = Native.userName(uid);
+        return n == null ? "uid " + Integer.toUnsignedString(uid)
+                : "user " + n + " (uid " + Integer.toUnsignedString(uid) + ")";
+    }
+
+    /** "group batch (gid 1001)", or "gid 1001" without a name. */
+    static String describeGroup(int gid) {
+        String n = Native.groupName(gid);
+        return n == null ? "gid " + Integer.toUnsignedString(gid)
+                : "group " + n + " (gid " + Integer.toUnsignedString(gid) + ")";
+    }
+
+    /** Who holds an existing file at {@code path}: its owner, the creator its header names, what to do. */
+    static ElfenException existsError(Path path) {
+        int uid;
+        try {
+            uid = (Integer) Files.getAttribute(path, "unix:uid", java.nio.file.LinkOption.NOFOLLOW_LINKS);
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            uid = -1;
+        }
+        int pid = readCreatorPid(path);
+        int me = Native.geteuid();
+        boolean mine = uid == me || uid == 0;
+        String advice = mine ? "remove it or create with replace"
+                : "it belongs to another user, not to this process's (" + describeUser(me) + ") nor to root: remove it"
+                        + " (rm " + path + ", as its owner or root) or choose another page name";
+        return ElfenException.exists(path, uid == -1 ? "an unknown owner" : describeUser(uid), pid,
+                Native.alive(pid), advice);
+    }
+
     /** Maps the whole file after checking it covers {@code headerSize}; closes the channel. */
     static MemorySegment mapChecked(Path path, FileChannel ch, int headerSize, boolean rw, Arena arena)
             throws ElfenException {
@@ -70,8 +146,11 @@ final class PageFiles {
         }
     }
 
-    /** The creator pid recorded in the page at {@code path}, or 0. */
+    /** The creator pid recorded in the page at {@code path}, or 0 (a regular file's only). */
     static int readCreatorPid(Path path) {
+        if (!Files.isRegularFile(path)) {
+            return 0;
+        }
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
             ByteBuffer b = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN);
             if (ch.read(b, Layout.Header.CREATOR_PID) != 4) {
@@ -101,11 +180,11 @@ final class PageFiles {
     /**
      * Writes a new file of {@code size} bytes at a temporary name beside
      * {@code dest}, fills it through {@code fill} (a read-write mapping of the
-     * whole file), sets its mode exactly (and group), and publishes it at
+     * whole file), sets its mode exactly, and publishes it at
      * {@code dest}: a hard link, which fails if {@code dest} exists, or a
      * rename when replacing. The temporary file is gone in every case.
      */
-    static void publish(Path dest, long size, int mode, Integer gid, boolean replace, Consumer<MemorySegment> fill)
+    static void publish(Path dest, long size, int mode, boolean replace, Consumer<MemorySegment> fill)
             throws ElfenException {
         String suffix = ".tmp" + ProcessHandle.current().pid() + "."
                 + HexFormat.of().toHexDigits((int) randomInstance());
@@ -115,9 +194,6 @@ final class PageFiles {
                     StandardOpenOption.WRITE)) {
                 // exactly `mode`, whatever the umask
                 Files.setPosixFilePermissions(tmp, permissions(mode));
-                if (gid != null) {
-                    Files.setAttribute(tmp, "unix:gid", gid);
-                }
                 try (Arena a = Arena.ofConfined()) {
                     // mapping read-write past the end grows the file (zero-filled)
                     fill.accept(ch.map(FileChannel.MapMode.READ_WRITE, 0, size, a));
@@ -128,6 +204,8 @@ final class PageFiles {
             if (replace) {
                 try {
                     Files.move(tmp, dest, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+                } catch (AccessDeniedException e) {
+                    throw existsError(dest);
                 } catch (IOException e) {
                     throw ElfenException.os(dest, "rename", e);
                 }
@@ -135,8 +213,7 @@ final class PageFiles {
                 try {
                     Files.createLink(dest, tmp);
                 } catch (FileAlreadyExistsException e) {
-                    int pid = readCreatorPid(dest);
-                    throw ElfenException.exists(dest, pid, Native.alive(pid));
+                    throw existsError(dest);
                 } catch (IOException | UnsupportedOperationException e) {
                     throw ElfenException.os(dest, "link", e);
                 }

@@ -8,9 +8,12 @@ import java.util.List;
  *
  * @param lanes the lanes, in page order (lane index = position)
  * @param identity a fixed identity, or {@code null}: this process, now, a random instance
- * @param pageMode mode of the page file (0644: LC and controller write, all read)
- * @param batchMode mode of the batch file (0666: any local batch user writes its line)
- * @param batchGid group to give the batch file, or {@code null}
+ * @param pageMode mode of the page file (0644: LC and controller write, all read; group or other
+ *     write bits are refused, as attach refuses a page file others can write)
+ * @param batchMode permission bits of the batch segment (0644: the creator's user writes, all
+ *     read; {@link #withBatchGroup} makes it 0664 for a batch group)
+ * @param batchGid group of the batch segment, whose members may attach batch threads, or
+ *     {@code null}
  * @param replace replace an existing page at the path instead of failing
  */
 public record PageSpec(List<LaneSpec> lanes, Identity identity, int pageMode, int batchMode, Integer batchGid,
@@ -34,7 +37,8 @@ public record PageSpec(List<LaneSpec> lanes, Identity identity, int pageMode, in
     /**
      * A page for request/batch pairs: lanes laid out pair by pair, request lane
      * first, every lane with {@code policy}, {@code budgetNs}, nap auto and the
-     * default hybrid bound; modes 0644/0666, no fixed identity, no replace.
+     * default hybrid bound; page 0644, batch segment 0644 (no batch group), no
+     * fixed identity, no replace.
      */
     public static PageSpec forPairs(List<Pair> pairs, int policy, long budgetNs) {
         List<LaneSpec> lanes = new ArrayList<>();
@@ -51,7 +55,7 @@ public record PageSpec(List<LaneSpec> lanes, Identity identity, int pageMode, in
                         DEFAULT_HYBRID_SPIN_NS, 0));
             }
         }
-        return new PageSpec(lanes, null, 0644, 0666, null, false);
+        return new PageSpec(lanes, null, 0644, 0644, null, false);
     }
 
     /** {@link #forPairs} for one request CPU and its batch CPUs. */
@@ -76,7 +80,12 @@ public record PageSpec(List<LaneSpec> lanes, Identity identity, int pageMode, in
         return new PageSpec(lanes, id, pageMode, batchMode, batchGid, replace);
     }
 
-    /** This spec with other file modes (and batch group, or {@code null}). */
+    /** This spec with its batch segment given to group {@code gid}, which may write it (mode 0664). */
+    public PageSpec withBatchGroup(int gid) {
+        return new PageSpec(lanes, identity, pageMode, 0664, gid, replace);
+    }
+
+    /** This spec with other modes (page file, batch segment, and batch group or {@code null}). */
     public PageSpec withModes(int page, int batch, Integer gid) {
         return new PageSpec(lanes, identity, page, batch, gid, replace);
     }
@@ -91,6 +100,14 @@ public record PageSpec(List<LaneSpec> lanes, Identity identity, int pageMode, in
         int n = lanes.size();
         if (n == 0 || n > Layout.MAX_LANES) {
             throw ElfenException.badSpec("a page has 1..=" + Layout.MAX_LANES + " lanes, got " + n);
+        }
+        if ((pageMode & ~0777) != 0 || (pageMode & 022) != 0) {
+            throw ElfenException.badSpec("page_mode " + Integer.toOctalString(pageMode) + ": the page file may be"
+                    + " written by its owner only (attach refuses a page file others can write); use 644 or 600");
+        }
+        if ((batchMode & ~0777) != 0) {
+            throw ElfenException.badSpec("batch_mode " + Integer.toOctalString(batchMode)
+                    + ": permission bits only (e.g. 644, 664)");
         }
         for (int i = 0; i < n; i++) {
             LaneSpec l = lanes.get(i);

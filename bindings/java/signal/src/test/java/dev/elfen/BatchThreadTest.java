@@ -166,7 +166,7 @@ class BatchThreadTest {
                     NO_PIN.withNap(NapChoice.UMWAIT)), "umwait is unavailable", "Java cannot execute");
             try (Page lcp = Page.attach(path, Access.LC)) {
                 refused(ElfenException.Kind.READ_ONLY, () -> BatchThread.attach(lcp, 1, NO_PIN),
-                        "read-only for the batch file this batch thread writes", "batch or controller");
+                        "read-only for the batch segment this batch thread writes", "batch or controller");
             }
             page.writeController(1, spec.lanes().get(1).withPolicy(9));
             refused(ElfenException.Kind.UNKNOWN_POLICY, () -> BatchThread.attach(page, 1, NO_PIN),

@@ -11,7 +11,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
-/** Every offset of {@link Layout} against testdata/signal/v1-2lanes.json, and the state word. */
+/** Every offset of {@link Layout} against testdata/signal/v2-2lanes.json, and the state word. */
 class LayoutTest {
     /** (file, name, offset, size) of every named field of a 2-lane page, from {@link Layout}. */
     record Field(String file, String name, long offset, int size) {}
@@ -23,7 +23,7 @@ class LayoutTest {
             {"line_size", Layout.Header.LINE_SIZE, 4}, {"total_size", Layout.Header.TOTAL_SIZE, 8},
             {"lane_count", Layout.Header.LANE_COUNT, 4}, {"clock", Layout.Header.CLOCK, 4},
             {"ticks_per_sec", Layout.Header.TICKS_PER_SEC, 8}, {"instance", Layout.Header.INSTANCE, 8},
-            {"creator_pid", Layout.Header.CREATOR_PID, 4}, {"flags", Layout.Header.FLAGS, 4},
+            {"creator_pid", Layout.Header.CREATOR_PID, 4}, {"batch_shmid", Layout.Header.BATCH_SHMID, 4},
             {"created_unix_s", Layout.Header.CREATED_UNIX_S, 8}, {"heartbeat", Layout.Header.HEARTBEAT, 8},
             {"control", Layout.Header.CONTROL, 8}, {"heartbeat_stale_ns", Layout.Header.HEARTBEAT_STALE_NS, 8},
         };

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -18,7 +19,10 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Create/attach, the permission model, and every bad-input error of {@link Page}. */
+/**
+ * Create/attach, the permission model (who may write the page file and the
+ * batch segment), and every bad-input error of {@link Page}.
+ */
 class PageTest {
     @TempDir
     Path dir;
@@ -33,13 +37,8 @@ class PageTest {
         return x;
     }
 
-    /** A persisted 2-lane page at dir/name (the test removes nothing: @TempDir does). */
-    private Path persisted(String name) throws ElfenException {
-        Path p = dir.resolve(name);
-        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
-            page.persist();
-        }
-        return p;
+    private static boolean isRoot() {
+        return Native.geteuid() == 0;
     }
 
     private static void patch(Path file, long off, long value, int size) throws IOException {
@@ -58,12 +57,20 @@ class PageTest {
     @Test
     void createAttachAndCleanup() throws Exception {
         Path p = dir.resolve("sig");
+        int shmid;
         try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
-            assertTrue(Files.exists(p) && Files.exists(Page.batchPath(p)));
             assertEquals(384, Files.size(p));
-            assertEquals(192, Files.size(Page.batchPath(p)));
+            try (var s = Files.list(dir)) {
+                assertEquals(List.of(p), s.toList(), "one file: the batch lines are no file");
+            }
             assertEquals("rw-r--r--", PosixFilePermissions.toString(Files.getPosixFilePermissions(p)));
-            assertEquals("rw-rw-rw-", PosixFilePermissions.toString(Files.getPosixFilePermissions(Page.batchPath(p))));
+            shmid = page.batchShmid();
+            assertEquals(shmid, Mem.get32(page.pageSegment(), Layout.Header.BATCH_SHMID), "the header names it");
+            BatchSegment.Stat st = BatchSegment.stat(shmid);
+            assertEquals(192, st.size());
+            assertEquals(0644, st.mode(), "no batch region others can write by default");
+            assertEquals(Native.geteuid(), st.cuid());
+            assertTrue(st.markedForRemoval(), "freed with its last attachment");
             assertEquals(Access.CONTROLLER, page.access());
             assertEquals(Layout.Clock.MONOTONIC_NS, page.clockKind(), "pages Java creates are MONOTONIC_NS");
             assertEquals((int) ProcessHandle.current().pid(), page.creatorPid());
@@ -93,14 +100,96 @@ class PageTest {
                         () -> Mem.set32(lc.batchSegment(), Layout.batchLine(1), 0));
             }
         }
-        assertFalse(Files.exists(p) || Files.exists(Page.batchPath(p)), "the creator removes its page");
+        assertFalse(Files.exists(p), "the creator removes its page file");
+        assertFalse(BatchSegment.exists(shmid), "and its segment is freed with the last handle");
+    }
+
+    @Test
+    void aPersistedPageNobodyHoldsIsRefusedWithTheReason() throws Exception {
+        Path p = dir.resolve("sig");
+        int shmid;
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
+            page.persist();
+            shmid = page.batchShmid();
+        }
+        assertTrue(Files.exists(p), "persisted");
+        assertFalse(BatchSegment.exists(shmid), "nobody holds it: the segment is gone");
+        refused(ElfenException.Kind.BATCH_GONE, () -> Page.attach(p, Access.OBSERVER), p.toString(),
+                "shm id " + shmid, "pid " + ProcessHandle.current().pid(), "is gone", "re-create");
+    }
+
+    @Test
+    void aBatchGroupWritesTheBatchSegment() throws Exception {
+        try (Page page = Page.create(dir.resolve("grp"), TestSupport.twoLanes(1, 0).withBatchGroup(65534))) {
+            BatchSegment.Stat st = BatchSegment.stat(page.batchShmid());
+            assertEquals(65534, st.gid());
+            assertEquals(0664, st.mode());
+        }
+        refused(ElfenException.Kind.BAD_SPEC, () -> Page.create(dir.resolve("x"),
+                TestSupport.twoLanes(1, 0).withModes(0666, 0644, null)), "page_mode 666", "owner only");
+    }
+
+    @Test
+    void untrustedPageFilesAreRefusedNamingOwnerAndMode() throws Exception {
+        Path p = dir.resolve("sig");
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
+            Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("rw-rw-r--"));
+            refused(ElfenException.Kind.UNTRUSTED, () -> Page.attach(p, Access.OBSERVER), p.toString(), "mode 664",
+                    "group or other users can write it");
+            Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("rw-r--rw-"));
+            refused(ElfenException.Kind.UNTRUSTED, () -> Page.attach(p, Access.LC));
+            Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("rw-r--r--"));
+            Page.attach(p, Access.LC).close();
+            Path fifo = dir.resolve("fifo");
+            assertEquals(0, new ProcessBuilder("mkfifo", fifo.toString()).start().waitFor());
+            refused(ElfenException.Kind.UNTRUSTED, () -> Page.attach(fifo, Access.OBSERVER), "not a regular file");
+            if (!isRoot()) {
+                System.out.println("note: not root: cannot give a page file to another user; modes checked only");
+                return;
+            }
+            Files.setAttribute(p, "unix:uid", 65534);
+            refused(ElfenException.Kind.UNTRUSTED, () -> Page.attach(p, Access.LC), "user nobody (uid 65534)",
+                    "neither root nor this process's user");
+            refused(ElfenException.Kind.EXISTS, () -> Page.create(p, TestSupport.twoLanes(1, 0)), "already exists",
+                    "user nobody (uid 65534)", "pid " + ProcessHandle.current().pid(), "belongs to another user",
+                    "rm " + p);
+        }
+    }
+
+    @Test
+    void garbledBatchLinesNeitherStopTheLcNorPassAttach() throws Exception {
+        Path p = dir.resolve("sig");
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0)); LcLane lc = LcLane.attach(page, 0)) {
+            MemorySegment b = page.batchSegment();
+            java.util.Random rnd = new java.util.Random(42);
+            byte[] junk = new byte[(int) b.byteSize()];
+            for (int round = 0; round < 2000; round++) {
+                if (round % 2 == 0) {
+                    rnd.nextBytes(junk);
+                } else {
+                    java.util.Arrays.fill(junk, (byte) 0xff);
+                }
+                MemorySegment.copy(junk, 0, b, java.lang.foreign.ValueLayout.JAVA_BYTE, 0, junk.length);
+                // sleepers read as garbage: at worst a needless futex wake
+                lc.requestBegin(round);
+                lc.requestEnd();
+            }
+            assertEquals(2000, page.readLc(0).requests(), "the LC served every request");
+            page.readBatch(1); // the counters read as they are
+            refused(ElfenException.Kind.BAD_MAGIC, () -> Page.attach(p, Access.OBSERVER), "batch segment",
+                    "shm id " + page.batchShmid());
+        }
     }
 
     @Test
     void createRefusesAnExistingPageUnlessReplacing() throws Exception {
-        Path p = persisted("sig");
+        Path p = dir.resolve("sig");
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
+            page.persist();
+        }
         refused(ElfenException.Kind.EXISTS, () -> Page.create(p, TestSupport.twoLanes(1, 0)), "already exists",
-                "still running", "pid " + ProcessHandle.current().pid());
+                "still running", "pid " + ProcessHandle.current().pid(), PageFiles.describeUser(Native.geteuid()),
+                "create with replace");
         try (Page page = Page.create(p, TestSupport.twoLanes(2, 5).withReplace(true))) {
             assertEquals(2, page.readController(0).policy());
         }
@@ -161,59 +250,77 @@ class PageTest {
         Files.write(shortFile, new byte[100]);
         refused(ElfenException.Kind.SHORT, () -> Page.attach(shortFile, Access.OBSERVER), "is 100 bytes",
                 "128-byte header");
-        Path p = persisted("sig");
-        Path bp = Page.batchPath(p);
-        byte[] good = Files.readAllBytes(p);
-        byte[] goodBatch = Files.readAllBytes(bp);
-        record Case(Path file, long off, long value, int size, ElfenException.Kind kind, String words) {}
-        List<Case> cases = List.of(
-                new Case(p, 0, 0x4e4f4e5f4e4f4eL, 8, ElfenException.Kind.BAD_MAGIC, "not an elfen signal page"),
-                new Case(p, Layout.Header.ABI_VERSION, 2, 4, ElfenException.Kind.BAD_VERSION,
-                        "ABI version 2, this build speaks version 1"),
-                new Case(p, Layout.Header.LINE_SIZE, 128, 4, ElfenException.Kind.MISMATCH, "line_size is 128"),
-                new Case(p, Layout.Header.TOTAL_SIZE, 999, 8, ElfenException.Kind.MISMATCH,
-                        "total_size (vs the file's size) is 999, expected 384"),
-                new Case(p, Layout.Header.LANE_COUNT, 0, 4, ElfenException.Kind.MISMATCH, "lane_count (must be 1..=4096)"),
-                new Case(p, Layout.Header.LANE_COUNT, 3, 4, ElfenException.Kind.MISMATCH, "total_size (vs lane_count)"),
-                new Case(p, Layout.Header.CLOCK, 7, 4, ElfenException.Kind.MISMATCH, "clock is 7"),
-                new Case(p, Layout.Header.TICKS_PER_SEC, 0, 8, ElfenException.Kind.MISMATCH, "clock is 2"),
-                new Case(bp, 0, 0, 8, ElfenException.Kind.BAD_MAGIC, "not an elfen batch file"),
-                new Case(bp, Layout.BatchHeader.LANE_COUNT, 1, 4, ElfenException.Kind.MISMATCH, "sig.batch"),
-                new Case(bp, Layout.BatchHeader.INSTANCE, 42, 8, ElfenException.Kind.MISMATCH,
-                        "instance (the batch file belongs to another page) is 42"));
-        for (Case c : cases) {
+        Path p = dir.resolve("sig");
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
+            byte[] good = Files.readAllBytes(p);
+            MemorySegment b = page.batchSegment();
+            byte[] goodBatch = b.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            String seg = "(batch segment, System V shm id " + page.batchShmid() + ")";
+            record Case(boolean batch, long off, long value, int size, ElfenException.Kind kind, String words) {}
+            List<Case> cases = List.of(
+                    new Case(false, 0, 0x4e4f4e5f4e4f4eL, 8, ElfenException.Kind.BAD_MAGIC, "not an elfen signal page"),
+                    new Case(false, Layout.Header.ABI_VERSION, 1, 4, ElfenException.Kind.BAD_VERSION,
+                            "ABI version 1, this build speaks version 2"),
+                    new Case(false, Layout.Header.LINE_SIZE, 128, 4, ElfenException.Kind.MISMATCH, "line_size is 128"),
+                    new Case(false, Layout.Header.TOTAL_SIZE, 999, 8, ElfenException.Kind.MISMATCH,
+                            "total_size (vs its actual size) is 999, expected 384"),
+                    new Case(false, Layout.Header.LANE_COUNT, 0, 4, ElfenException.Kind.MISMATCH,
+                            "lane_count (must be 1..=4096)"),
+                    new Case(false, Layout.Header.LANE_COUNT, 3, 4, ElfenException.Kind.MISMATCH,
+                            "total_size (vs lane_count)"),
+                    new Case(false, Layout.Header.CLOCK, 7, 4, ElfenException.Kind.MISMATCH, "clock is 7"),
+                    new Case(false, Layout.Header.TICKS_PER_SEC, 0, 8, ElfenException.Kind.MISMATCH, "clock is 2"),
+                    new Case(false, Layout.Header.BATCH_SHMID, 0x7ffffff0, 4, ElfenException.Kind.BATCH_GONE,
+                            "shm id 2147483632"),
+                    new Case(true, 0, 0, 8, ElfenException.Kind.BAD_MAGIC, "not an elfen batch segment"),
+                    new Case(true, Layout.BatchHeader.LANE_COUNT, 1, 4, ElfenException.Kind.MISMATCH, seg),
+                    new Case(true, Layout.BatchHeader.INSTANCE, 42, 8, ElfenException.Kind.MISMATCH,
+                            "instance (the batch segment belongs to another page) is 42"));
+            for (Case c : cases) {
+                Files.write(p, good);
+                MemorySegment.copy(goodBatch, 0, b, java.lang.foreign.ValueLayout.JAVA_BYTE, 0, goodBatch.length);
+                if (c.batch()) {
+                    if (c.size() == 8) {
+                        Mem.set64(b, c.off(), c.value());
+                    } else {
+                        Mem.set32(b, c.off(), (int) c.value());
+                    }
+                } else {
+                    patch(p, c.off(), c.value(), c.size());
+                }
+                ElfenException e = refused(c.kind(), () -> Page.attach(p, Access.OBSERVER), c.words(), p.toString());
+                assertTrue(e.path().toString().startsWith(p.toString()), e.path().toString());
+            }
             Files.write(p, good);
-            Files.write(bp, goodBatch);
-            patch(c.file(), c.off(), c.value(), c.size());
-            ElfenException e = refused(c.kind(), () -> Page.attach(p, Access.OBSERVER), c.words(),
-                    c.file().toString());
-            assertEquals(c.file(), e.path());
+            MemorySegment.copy(goodBatch, 0, b, java.lang.foreign.ValueLayout.JAVA_BYTE, 0, goodBatch.length);
+            refused(ElfenException.Kind.MISMATCH, () -> Page.attach(p, Access.OBSERVER, 4),
+                    "lane_count is 2, expected 4");
+            Page.attach(p, Access.BATCH).close();
         }
-        Files.write(p, good);
-        Files.write(bp, goodBatch);
-        refused(ElfenException.Kind.MISMATCH, () -> Page.attach(p, Access.OBSERVER, 4), "lane_count is 2, expected 4");
-        Files.delete(bp);
-        refused(ElfenException.Kind.MISSING, () -> Page.attach(p, Access.BATCH), "sig.batch does not exist");
     }
 
     @Test
     void permissionDeniedNamesTheRoleAndMode() throws Exception {
-        Path p = persisted("sig");
-        Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("r--r--r--"));
-        if (((Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid")) == 0) {
-            System.out.println("skipped: running as root, who may open a 0444 file read-write");
-            return;
+        Path p = dir.resolve("sig");
+        try (Page page = Page.create(p, TestSupport.twoLanes(1, 0))) {
+            Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("r--r--r--"));
+            if (isRoot()) {
+                System.out.println("skipped: running as root, who may open a 0444 file read-write");
+                return;
+            }
+            refused(ElfenException.Kind.PERMISSION_DENIED, () -> Page.attach(p, Access.LC), "read-write",
+                    "LC access");
         }
-        refused(ElfenException.Kind.PERMISSION_DENIED, () -> Page.attach(p, Access.LC), "read-write", "LC access");
     }
 
     @Test
     void aJavaWriterRefusesATscPageAndWritesNothing() throws Exception {
-        Path p = TestSupport.copyGolden(dir, "tsc");
+        TestSupport.GoldenCopy g = TestSupport.copyGolden(dir, "tsc");
+        Path p = g.path();
         patch(p, Layout.Header.CLOCK, Layout.Clock.TSC, 4);
         patch(p, Layout.Header.TICKS_PER_SEC, 2_100_000_000L, 8);
         byte[] page = Files.readAllBytes(p);
-        byte[] batch = Files.readAllBytes(Page.batchPath(p));
+        byte[] batch = g.batch().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
         for (Access a : List.of(Access.LC, Access.BATCH, Access.CONTROLLER)) {
             refused(ElfenException.Kind.CLOCK_UNSUPPORTED, () -> Page.attach(p, a), "TSC ticks", "Java",
                     "nothing was written", "CLOCK_MONOTONIC", "OBSERVER", p.toString());
@@ -221,7 +328,7 @@ class PageTest {
         refused(ElfenException.Kind.CLOCK_UNSUPPORTED, () -> LcLane.open(p, 0));
         refused(ElfenException.Kind.CLOCK_UNSUPPORTED, () -> BatchThread.open(p, 1, BatchOptions.defaults()));
         assertArrayEquals(page, Files.readAllBytes(p), "page untouched");
-        assertArrayEquals(batch, Files.readAllBytes(Page.batchPath(p)), "batch file untouched");
+        assertArrayEquals(batch, g.batch().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), "batch segment untouched");
         // observers may read it where the machine has an invariant TSC (as the Rust side)
         if (Page.InvariantTsc.PRESENT) {
             try (Page o = Page.attach(p, Access.OBSERVER)) {
@@ -234,12 +341,12 @@ class PageTest {
             refused(ElfenException.Kind.MISMATCH, () -> Page.attach(p, Access.OBSERVER), "no invariant TSC");
             System.out.println("note: no invariant TSC here; the observer of a TSC page is refused, as in Rust");
         }
+        g.close();
     }
 
     @Test
     void pathsOfNames() {
         assertEquals(Path.of("/dev/shm/elfen"), Page.pagePath("elfen"));
         assertEquals(Path.of("/tmp/x/sig"), Page.pagePath("/tmp/x/sig"));
-        assertEquals(Path.of("/tmp/x/sig.batch"), Page.batchPath(Path.of("/tmp/x/sig")));
     }
 }

@@ -3,6 +3,9 @@ package dev.elfen;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -22,24 +25,24 @@ final class TestSupport {
         String root = System.getProperty("elfen.repo.root");
         if (root != null) {
             Path p = Path.of(root, "testdata", "signal").toAbsolutePath().normalize();
-            if (Files.isRegularFile(p.resolve("v1-2lanes.json"))) {
+            if (Files.isRegularFile(p.resolve("v2-2lanes.json"))) {
                 return p;
             }
         }
         for (Path d = Path.of("").toAbsolutePath(); d != null; d = d.getParent()) {
             Path p = d.resolve("testdata").resolve("signal");
-            if (Files.isRegularFile(p.resolve("v1-2lanes.json"))) {
+            if (Files.isRegularFile(p.resolve("v2-2lanes.json"))) {
                 return p;
             }
         }
-        return fail("testdata/signal/v1-2lanes.json not found (elfen.repo.root=" + root + ", working directory "
+        return fail("testdata/signal/v2-2lanes.json not found (elfen.repo.root=" + root + ", working directory "
                 + Path.of("").toAbsolutePath() + "): the golden vectors ship with the repository");
     }
 
     /** The golden JSON, parsed. */
     @SuppressWarnings("unchecked")
     static Map<String, Object> goldenJson() throws IOException {
-        return (Map<String, Object>) MiniJson.parse(Files.readString(signalTestdata().resolve("v1-2lanes.json")));
+        return (Map<String, Object>) MiniJson.parse(Files.readString(signalTestdata().resolve("v2-2lanes.json")));
     }
 
     /** The golden JSON's field list. */
@@ -48,13 +51,53 @@ final class TestSupport {
         return (List<Map<String, Object>>) goldenJson().get("fields");
     }
 
-    /** Copies the golden page and batch file to {@code dir}/{@code name}; returns the page path. */
-    static Path copyGolden(Path dir, String name) throws IOException {
+    /**
+     * {@code header.batch_shmid} in the golden vectors: the kernel picks a real
+     * page's id, so tests set the bytes they compare to this value (and point
+     * a copy of the golden page at a live segment before attaching it).
+     */
+    static final int GOLDEN_SHMID = 123_456_789;
+
+    /** A copy of the golden page naming a segment that holds the golden batch bytes (freed at close). */
+    record GoldenCopy(Path path, int shmid, MemorySegment batch, Arena arena) implements AutoCloseable {
+        @Override
+        public void close() {
+            arena.close();
+        }
+    }
+
+    /** Copies the golden page to {@code dir}/{@code name}, its batch bytes into a new segment. */
+    static GoldenCopy copyGolden(Path dir, String name) throws IOException {
         Path td = signalTestdata();
+        byte[] page = Files.readAllBytes(td.resolve("v2-2lanes.page.bin"));
+        byte[] batch = Files.readAllBytes(td.resolve("v2-2lanes.batch.bin"));
+        Arena arena = Arena.ofShared();
+        BatchSegment.Created seg;
+        try {
+            seg = BatchSegment.create(batch.length, 0644, null, arena);
+        } catch (BatchSegment.ErrnoException e) {
+            arena.close();
+            return fail("creating a batch segment: " + e.getMessage());
+        }
+        MemorySegment.copy(batch, 0, seg.memory(), ValueLayout.JAVA_BYTE, 0, batch.length);
+        setLe(page, Layout.Header.BATCH_SHMID, seg.id(), 4);
         Path p = dir.resolve(name);
-        Files.copy(td.resolve("v1-2lanes.page.bin"), p);
-        Files.copy(td.resolve("v1-2lanes.batch.bin"), Page.batchPath(p));
-        return p;
+        Files.write(p, page);
+        return new GoldenCopy(p, seg.id(), seg.memory(), arena);
+    }
+
+    /** The page file's bytes (the segment id set to {@link #GOLDEN_SHMID}) and the batch segment's bytes. */
+    static byte[][] goldenBytes(Page page) throws IOException {
+        byte[] p = Files.readAllBytes(page.path());
+        setLe(p, Layout.Header.BATCH_SHMID, GOLDEN_SHMID, 4);
+        return new byte[][] {p, page.batchSegment().toArray(ValueLayout.JAVA_BYTE)};
+    }
+
+    /** Writes {@code v} little-endian in {@code size} bytes at {@code off}. */
+    static void setLe(byte[] b, int off, long v, int size) {
+        for (int i = 0; i < size; i++) {
+            b[off + i] = (byte) (v >>> (8 * i));
+        }
     }
 
     /** A 2-lane page (cpu 0 request, cpu 1 batch) with {@code policy} and {@code budgetNs}. */
