@@ -1,8 +1,10 @@
 //! One integration-test binary: configuration checks (`config`), and the
 //! daemon for real as a child process (`live`: root + BPF, or skipped with
-//! the reason printed), and the measurement's wake-up reference (`measure`).
+//! the reason printed), the idle mode's yielding as a whole (`idle`), and the
+//! measurement's wake-up reference (`measure`).
 
 mod common;
 mod config;
+mod idle;
 mod live;
 mod measure;
