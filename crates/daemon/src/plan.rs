@@ -241,7 +241,9 @@ impl Plan {
             }
             match &g.cpu_yield {
                 Some(y) => s += &format!(", {}", y.describe()),
-                None if g.idle.is_some() => s += ", no cpu group (its threads compete as tasks)",
+                None if g.idle.is_some() => {
+                    s += ", no cpu group of its own (its threads are tasks of the root cpu group)"
+                }
                 None => {}
             }
             s += "\n";
