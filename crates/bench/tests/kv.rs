@@ -17,8 +17,9 @@
 //!   Debian package; a key space that is not there after filling fails
 //!   naming the key, and the server is stopped.
 //!
-//! Needs root (BPF, cgroups, real-time guards) and the servers of
-//! `scripts/deps/bench.apt`; without them it prints `skipped <test>: …`.
+//! Needs the servers of `scripts/deps/bench.apt` (without one it prints
+//! `skipped <test>: …`); without root (BPF, cgroups, real-time guards) it
+//! runs naive and sched_idle only, publishing nothing, and says so.
 //! `harness = false`: this binary is also the kernels' batch worker.
 
 #[allow(dead_code)] // the e2e tests use the rest
@@ -81,7 +82,7 @@ fn installed(program: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
-/// Why `test` cannot run here with `kv`'s server, if it cannot.
+/// Whether `test` cannot run here for want of `kv`'s server (said so).
 fn cannot_run(test: &str, kv: &KvSpec) -> bool {
     if !installed(&kv.command[0]) {
         println!(
@@ -90,11 +91,25 @@ fn cannot_run(test: &str, kv: &KvSpec) -> bool {
         );
         return true;
     }
-    if !is_root() {
-        println!("skipped {test}: needs root (the kernel signal's BPF, cgroups, real-time guards)");
-        return true;
-    }
     false
+}
+
+/// Without root there is no kernel signal (BPF), no cgroup and no
+/// real-time guard: the service publishes nothing (`--lc-signal none`) and
+/// only the configurations that need none of them run (said so).
+fn without_root(test: &str, spec: &mut BenchSpec, configs: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    println!(
+        "  {test}: not root, so without the kernel signal and the daemon's modes (BPF, cgroups, \
+         real-time guards need root): {configs} only"
+    );
+    spec.lc.signal = elfen_bench::spec::LcSignal::None;
+    spec.configs = std::iter::once(Config::LcAlone)
+        .chain(configs.split(',').map(|c| c.parse().unwrap()))
+        .collect();
+    true
 }
 
 /// The spec of `elfen bench --lc <lc> --configs <configs> --kernels stream
@@ -139,6 +154,9 @@ fn redis_runs_beside_every_daemon_mode() {
     let configs = "naive,sched_idle,cpu_idle,guard,blind_isolation,freeze";
     let mut spec = kv_spec(dir.path(), "redis", configs, 20_000);
     spec.programs = vec![elfen_bench::spec::ProgramKind::StressNg];
+    if without_root(test, &mut spec, "naive,sched_idle") {
+        return redis_runs_without_root(dir.path(), spec);
+    }
     let f = run(dir.path(), spec).unwrap();
     let run = f.run.as_ref().unwrap();
     assert!(run.skipped.is_empty(), "{:?}", run.skipped);
@@ -233,17 +251,37 @@ fn redis_runs_beside_every_daemon_mode() {
     assert!(served_children_gone(), "redis was left running");
 }
 
+/// Redis with naive and sched_idle, publishing nothing: the plumbing
+/// without the kernel signal.
+fn redis_runs_without_root(dir: &Path, spec: BenchSpec) {
+    let f = run(dir, spec).unwrap();
+    assert_eq!(
+        study::configs(&f),
+        [Config::LcAlone, Config::Naive, Config::SchedIdle]
+    );
+    for p in &f.points {
+        let r = &p.reps[0];
+        assert!(r.requests > 0 && r.errors == 0, "{}: {r:?}", p.config);
+        assert!(r.latency_us.p99 > 0.0, "{}: no latency recorded", p.config);
+        if p.config == Config::Naive {
+            assert!(
+                r.batch_units_per_s.unwrap_or(0.0) > 0.0,
+                "naive: no progress"
+            );
+        }
+    }
+    assert!(served_children_gone(), "redis was left running");
+}
+
 fn memcached_runs_in_its_line_protocol() {
     let test = "memcached_runs_in_its_line_protocol";
     if cannot_run(test, &KvSpec::memcached()) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let f = run(
-        dir.path(),
-        kv_spec(dir.path(), "memcached", "naive", 20_000),
-    )
-    .unwrap();
+    let mut spec = kv_spec(dir.path(), "memcached", "naive", 20_000);
+    let root = !without_root(test, &mut spec, "naive");
+    let f = run(dir.path(), spec).unwrap();
     let run = f.run.as_ref().unwrap();
     assert!(
         run.notes
@@ -256,7 +294,9 @@ fn memcached_runs_in_its_line_protocol() {
     for p in &f.points {
         let r = &p.reps[0];
         assert!(r.requests > 0 && r.errors == 0, "{}: {r:?}", p.config);
-        assert!(r.utilization.lc > 0.0, "{}: no LC utilization", p.config);
+        if root && p.config == Config::LcAlone {
+            assert!(r.utilization.lc > 0.0, "{}: no LC utilization", p.config);
+        }
     }
     assert!(served_children_gone(), "memcached was left running");
 }
