@@ -54,10 +54,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST")]
     pub configs: Option<String>,
     /// The LC service: `builtin` (in this process), `external` (started
-    /// from --lc-command; it must speak docs/lc-protocol.md) or `lucene` (the
+    /// from --lc-command; it must speak docs/lc-protocol.md), `lucene` (the
     /// Lucene search service of bindings/java/lucene, sent the tasks file's
     /// term queries, over the corpus copied $ELFEN_LUCENE_COPIES times,
-    /// default 40: 10 M documents; scripts/lucene.sh builds it).
+    /// default 40: 10 M documents; scripts/lucene.sh builds it), `redis` or
+    /// `memcached` (Debian's unmodified server on the request lane, 1.26 M
+    /// keys of 256 B, GETs of random keys in its own protocol, its busy
+    /// state from the kernel: --lc-signal bpf), or `kv` (the [lc.kv] of
+    /// --config).
     #[arg(long, value_name = "KIND")]
     pub lc: Option<String>,
     /// The external LC service's command line ({port} {page} {lane} {cpu}
@@ -198,7 +202,18 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
                 spec.lc = spec::LcSpec::lucene(copies, spec.generator_fifo_priority);
                 ServiceKind::External
             }
-            other => bail!("--lc {other:?}: expected builtin, external or lucene"),
+            "redis" => {
+                spec.lc = spec::LcSpec::kv(spec::KvSpec::redis());
+                ServiceKind::Kv
+            }
+            "memcached" => {
+                spec.lc = spec::LcSpec::kv(spec::KvSpec::memcached());
+                ServiceKind::Kv
+            }
+            "kv" => ServiceKind::Kv,
+            other => {
+                bail!("--lc {other:?}: expected builtin, external, lucene, redis, memcached or kv")
+            }
         };
     }
     if let Some(s) = &a.lc_command {
@@ -363,6 +378,11 @@ mod tests {
         assert!(e.contains("/nonexistent/x.toml"), "{e}");
         let e = bad(&|a| a.configs = Some("static_partition".into()));
         assert!(e.contains("static_partition"), "{e}");
+        let e = bad(&|a| {
+            a.lc = Some("redis".into());
+            a.lc_signal = Some("api".into());
+        });
+        assert!(e.contains("unmodified") && e.contains("bpf"), "{e}");
         let e = bad(&|a| a.lc = Some("lucene3".into()));
         assert!(e.contains("lucene3") && e.contains("external"), "{e}");
         let e = bad(&|a| a.lc = Some("external".into()));
@@ -378,5 +398,15 @@ mod tests {
         .unwrap();
         assert_eq!(ok.configs, vec![Config::LcAlone, Config::BorrowIdle]);
         assert_eq!(ok.slo_p99_ms, Auto::Value(2.5));
+        let redis = build_spec(&BenchArgs {
+            lc: Some("redis".into()),
+            ..BenchArgs::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (redis.lc.service, redis.lc.signal, redis.lc.requests),
+            (ServiceKind::Kv, LcSignal::Bpf, spec::RequestsKind::Keys)
+        );
+        assert_eq!(redis.lc.kv, Some(spec::KvSpec::redis()));
     }
 }

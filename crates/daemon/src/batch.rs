@@ -17,7 +17,7 @@
 use crate::config::{IdleMethod, Mode};
 use crate::error::DaemonError;
 use crate::plan::{GroupPlan, GroupSource};
-use elfen_cgroup::{Executor, Group, Knob};
+use elfen_cgroup::{Controller, Executor, Group, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -100,8 +100,12 @@ impl BatchGroup {
         if let Some(cpus) = &plan.confine {
             ex.set(&group, Knob::CpusetCpus(cpus.clone()))?;
         }
-        if plan.idle == Some(IdleMethod::CpuIdle) {
-            ex.set(&group, Knob::CpuIdle(true))?;
+        // a cpu group yields as a whole (the daemon's top group first)
+        if let Some(y) = &plan.cpu_yield {
+            for p in &y.groups {
+                let g = ex.open_group(p.as_str(), &[Controller::Cpu])?;
+                ex.set(&g, y.knob.clone())?;
+            }
         }
         let mut g = BatchGroup {
             plan: plan.clone(),

@@ -7,7 +7,7 @@
 use crate::config::{Config, FreezerChoice, IdleMethod, Mode};
 use crate::error::ConfigError;
 use crate::lc::LcTarget;
-use elfen_cgroup::{Controller, FreezerBackend, GroupPath, Hierarchy, Layout, StateRecord};
+use elfen_cgroup::{Controller, FreezerBackend, GroupPath, Hierarchy, Knob, Layout, StateRecord};
 use elfen_policy::PolicyConfig;
 use elfen_runtime::NapChoice;
 use elfen_shm::{Page, PageSpec, nap};
@@ -65,6 +65,9 @@ pub struct GroupPlan {
     pub confine: Option<Vec<u32>>,
     /// How it yields (guard and idle modes): `CpuIdle` or `SchedIdle`.
     pub idle: Option<IdleMethod>,
+    /// A yielding group that is a group of the cpu controller: how it
+    /// yields as a whole (its threads' SCHED_IDLE alone would not).
+    pub cpu_yield: Option<CpuYield>,
 }
 
 /// A configuration resolved against this machine.
@@ -166,7 +169,7 @@ impl Plan {
         let hierarchy = hierarchy(config)?;
         let mut groups = Vec::new();
         for (i, b) in config.batch.iter().enumerate() {
-            groups.push(group_plan(i, b, &hierarchy, &batch_cpus)?);
+            groups.push(group_plan(i, b, &hierarchy, &batch_cpus, &mut notes)?);
         }
         if let Some(p) = stale_page {
             notes.push(format!(
@@ -234,10 +237,15 @@ impl Plan {
             if let Some(c) = &g.confine {
                 s += &format!(", cpuset {}", cpus(c));
             }
-            match g.idle {
-                Some(IdleMethod::CpuIdle) => s += ", cpu.idle",
-                Some(IdleMethod::SchedIdle) => s += ", SCHED_IDLE threads",
-                _ => {}
+            if g.idle == Some(IdleMethod::SchedIdle) {
+                s += ", SCHED_IDLE threads";
+            }
+            match &g.cpu_yield {
+                Some(y) => s += &format!(", {}", y.describe()),
+                None if g.idle.is_some() => {
+                    s += ", no cpu group of its own (its threads are tasks of the root cpu group)"
+                }
+                None => {}
             }
             s += "\n";
         }
@@ -531,11 +539,118 @@ fn hierarchy(config: &Config) -> Result<Hierarchy, ConfigError> {
     Ok(h)
 }
 
+/// How a batch group in the cpu controller yields **as a whole**. A
+/// task's SCHED_IDLE ranks it only among the tasks of its own cpu group:
+/// the group's entity competes with its siblings (the LC's group, or the
+/// LC's tasks in the root) at its weight — 1024 shares, 100 on v2 — so a
+/// batch group that is not idle itself runs as if at the LC's priority,
+/// whatever its threads' class. `cpu.idle` = 1 makes the group's entity
+/// idle among its siblings (v2, and v1 since Linux 5.15); without it the
+/// group gets the minimum weight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuYield {
+    /// The cpu-controller groups written, outermost first: the top group
+    /// the daemon creates (`elfen-daemon-<pid>`) when the batch group is
+    /// its own, then the batch group.
+    pub groups: Vec<GroupPath>,
+    /// What each gets: `cpu.idle` = 1, or the minimum weight.
+    pub knob: Knob,
+}
+
+impl CpuYield {
+    /// In words, for `--check` and the start: which groups get what.
+    pub fn describe(&self) -> String {
+        let groups: Vec<&str> = self.groups.iter().map(GroupPath::as_str).collect();
+        match self.knob {
+            Knob::CpuIdle(_) => format!("cpu.idle = 1 on cpu group {}", groups.join(", ")),
+            ref k => format!(
+                "{k} (the minimum: cpu.idle is not offered here) on cpu group {}",
+                groups.join(", ")
+            ),
+        }
+    }
+}
+
+/// Where a group's processes are listed from, when no mode needs a
+/// controller: one that changes nothing about them. The freezer (and a
+/// cpuset the daemon does not confine) leave scheduling alone; a group of
+/// the cpu controller does not (its entity competes at its weight), so it
+/// comes last, and only for an existing group (reading its members changes
+/// nothing) or a group whose mode makes it yield as a whole.
+fn membership(
+    h: &Hierarchy,
+    path: &GroupPath,
+    source: &GroupSource,
+    yields: bool,
+) -> Result<Controller, String> {
+    let existing = matches!(source, GroupSource::Existing);
+    let pick = [Controller::Freezer, Controller::Cpuset, Controller::Cpu]
+        .into_iter()
+        .filter(|&c| existing || yields || c != Controller::Cpu)
+        .find(|&c| {
+            if existing {
+                h.group_dir(c, path).is_ok_and(|d| d.is_dir())
+            } else {
+                h.supports(c)
+            }
+        });
+    pick.ok_or_else(|| {
+        if existing {
+            format!("no group {path} in the freezer, cpuset or cpu hierarchy")
+        } else {
+            "no freezer or cpuset hierarchy to hold the command's group (a group of the cpu \
+             controller would change how its processes are scheduled)"
+                .to_string()
+        }
+    })
+}
+
+/// Whether group `path` exists as a group of the cpu controller: its
+/// directory in the v1 `cpu` hierarchy, or (v2) a directory whose cpu
+/// controller is enabled (it has `cpu.weight`).
+fn in_cpu_controller(h: &Hierarchy, path: &GroupPath) -> bool {
+    let Ok(dir) = h.group_dir(Controller::Cpu, path) else {
+        return false;
+    };
+    if h.is_v2(Controller::Cpu) {
+        dir.join("cpu.weight").is_file()
+    } else {
+        dir.is_dir()
+    }
+}
+
+/// Whether this process (the daemon, whose cpu group a command it starts
+/// inherits) is in the root group of the cpu controller.
+fn in_root_cpu_group(h: &Hierarchy) -> bool {
+    h.group_of(std::process::id(), Controller::Cpu)
+        .map_or(true, |g| g.is_root())
+}
+
+/// Cpu groups above an existing batch group (up to the root's children)
+/// that are not idle: the batch group yields only among their children.
+fn busy_ancestors(h: &Hierarchy, path: &GroupPath) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut p = path.parent();
+    while let Some(a) = p.filter(|a| !a.is_root()) {
+        let idle = h
+            .group_dir(Controller::Cpu, &a)
+            .ok()
+            .and_then(|d| std::fs::read_to_string(d.join("cpu.idle")).ok())
+            .is_some_and(|t| t.trim() == "1");
+        if !idle {
+            out.push(a.as_str().to_string());
+        }
+        p = a.parent();
+    }
+    out
+}
+
 fn group_plan(
     i: usize,
     b: &crate::config::BatchSection,
     h: &Hierarchy,
     batch_cpus: &[u32],
+    notes: &mut Vec<String>,
 ) -> Result<GroupPlan, ConfigError> {
     let f = |k: &str| format!("batch[{i}].{k}");
     let idle = match (b.mode, b.idle_method) {
@@ -572,27 +687,27 @@ fn group_plan(
         ),
         (None, None) => unreachable!("checked: one of cgroup, command"),
     };
+    let existing = matches!(source, GroupSource::Existing);
     if controllers.is_empty() {
         // membership only (threads to list, a place for a command)
-        let pick = [Controller::Cpu, Controller::Freezer, Controller::Cpuset]
-            .into_iter()
-            .find(|&c| match source {
-                GroupSource::Existing => h.group_dir(c, &path).is_ok_and(|d| d.is_dir()),
-                GroupSource::Launch { .. } => h.supports(c),
-            });
-        let Some(c) = pick else {
-            return Err(err(
-                f("cgroup"),
-                format!("no group {path} in the cpu, freezer or cpuset hierarchy"),
-            ));
-        };
+        let c = membership(h, &path, &source, idle.is_some())
+            .map_err(|r| err(if existing { f("cgroup") } else { f("command") }, r))?;
         controllers.push(c);
     }
-    let field = if matches!(source, GroupSource::Existing) {
-        f("cgroup")
+    // An operator's group that is a cpu group holds its threads there
+    // (its entity competes with the LC's): a yielding mode adopts it. A
+    // command started outside the cpu controller stays in the daemon's
+    // own cpu group: where that is not the root, it gets an idle one.
+    let adopt = if existing {
+        in_cpu_controller(h, &path)
     } else {
-        f("mode")
+        h.supports(Controller::Cpu) && !in_root_cpu_group(h)
     };
+    if idle.is_some() && adopt && !controllers.contains(&Controller::Cpu) {
+        controllers.push(Controller::Cpu);
+    }
+    let field = if existing { f("cgroup") } else { f("mode") };
+    let mut cpu_idle_offered = true;
     for &c in &controllers {
         let root = h
             .controller_root(c)
@@ -612,16 +727,57 @@ fn group_plan(
             }
             _ => {}
         }
-        if c == Controller::Cpu && idle == Some(IdleMethod::CpuIdle) {
-            let offered = if dir.is_dir() {
+        if c == Controller::Cpu {
+            cpu_idle_offered = if dir.is_dir() {
                 dir.join("cpu.idle").exists()
             } else {
                 child_offers(&root, "cpu.idle")
             };
-            if !offered {
+            if idle == Some(IdleMethod::CpuIdle) && !cpu_idle_offered {
                 return Err(err(
                     f("idle_method"),
                     "cpu.idle is not offered here (kernel < 5.15?): use sched_idle",
+                ));
+            }
+        }
+    }
+    let cpu_yield = (idle.is_some() && controllers.contains(&Controller::Cpu)).then(|| {
+        let mut groups = Vec::new();
+        if let (false, Some(top)) = (existing, path.lineage().first()) {
+            // the daemon's own top group competes with the LC's
+            if *top != path {
+                groups.push(top.clone());
+            }
+        }
+        groups.push(path.clone());
+        let knob = if cpu_idle_offered {
+            Knob::CpuIdle(true)
+        } else if h.is_v2(Controller::Cpu) {
+            Knob::CpuWeight(1)
+        } else {
+            Knob::CpuShares(2)
+        };
+        CpuYield { groups, knob }
+    });
+    if let Some(y) = &cpu_yield {
+        if !cpu_idle_offered {
+            notes.push(format!(
+                "batch {}: cpu.idle is not offered here (it came with Linux 5.15), so its cpu \
+                 group yields as a whole only by weight: {}; a busy batch still gets a small \
+                 share of a CPU the LC wants",
+                b.name,
+                y.describe()
+            ));
+        }
+        if existing {
+            let above = busy_ancestors(h, &path);
+            if !above.is_empty() {
+                notes.push(format!(
+                    "batch {}: cpu group {} above {path} is not idle (cpu.idle = 0): the batch \
+                     yields only among its children there, and competes with the LC at that \
+                     group's weight; set cpu.idle = 1 on it, or move the batch",
+                    b.name,
+                    above.join(", ")
                 ));
             }
         }
@@ -634,6 +790,7 @@ fn group_plan(
         controllers,
         confine: b.confined().then(|| batch_cpus.to_vec()),
         idle,
+        cpu_yield,
     })
 }
 

@@ -29,9 +29,9 @@ pub mod study;
 
 pub use config::{Config, UnknownConfig};
 pub use record::{
-    BatchTimes, Distribution, FanoutRep, LatencyBreakdown, LatencyStats, MeasuredRep, Percentiles,
-    Point, Rep, ResultFile, SimulatedRep, Source, Stat, Summary, Utilization, UtilizationStats,
-    save_json,
+    BatchTimes, DaemonTimes, Distribution, FanoutRep, LatencyBreakdown, LatencyStats, MeasuredRep,
+    Percentiles, Point, Rep, ResultFile, SimulatedRep, Source, Stat, Summary, Utilization,
+    UtilizationStats, save_json,
 };
 pub use run::{
     BatchInfo, BudgetInfo, ChaseInfo, LanesInfo, LcInfo, PreSweepPoint, Run, Skipped, SloInfo, Wall,

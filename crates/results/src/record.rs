@@ -234,6 +234,23 @@ pub struct MeasuredRep {
     /// How batch execution time was bounded.
     #[serde(default)]
     pub batch: Option<BatchTimes>,
+    /// The daemon's threads the harness runs in its process (the kernel
+    /// signal's writer; the guards, freezer or blind isolation of the
+    /// daemon's modes), when any ran.
+    #[serde(default)]
+    pub daemon: Option<DaemonTimes>,
+}
+
+/// The CPU the daemon's own threads took in a window, as lanes' worth.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonTimes {
+    /// Their on-CPU time (schedstat), all of it.
+    pub on_cpu_util: f64,
+    /// The wall time the guards spent occupying their lanes (while the
+    /// policy said nap): the protection itself, not the daemon's work,
+    /// which is about `on_cpu_util` less this.
+    pub occupied_util: f64,
 }
 
 impl MeasuredRep {
@@ -435,6 +452,10 @@ pub struct Summary {
     pub naps_per_s: Option<Stat>,
     /// Wakes per second.
     pub wakes_per_s: Option<Stat>,
+    /// The daemon's own CPU, lanes' worth ([`DaemonTimes::on_cpu_util`]),
+    /// where its threads ran.
+    #[serde(default)]
+    pub daemon_util: Option<Stat>,
     /// Errors summed over reps.
     #[serde(default)]
     pub errors: u64,
@@ -472,6 +493,12 @@ impl Summary {
             batch_progress: opt(&|r| r.batch_progress),
             naps_per_s: opt(&|r| r.naps_per_s),
             wakes_per_s: opt(&|r| r.wakes_per_s),
+            daemon_util: opt(&|r| {
+                r.measured
+                    .as_ref()
+                    .and_then(|m| m.daemon)
+                    .map(|d| d.on_cpu_util)
+            }),
             errors: reps.iter().map(|r| r.errors).sum(),
             slo_p99_us: None,
             slo_met: None,

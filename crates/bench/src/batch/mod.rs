@@ -226,6 +226,11 @@ pub trait BatchRun {
     fn alive(&mut self) -> bool;
     /// Every thread's counters now.
     fn sample(&self) -> BatchSample;
+    /// Time the daemon's guards around it have occupied their lanes so
+    /// far, ns (0 without guards).
+    fn guard_occupied_ns(&self) -> u64 {
+        0
+    }
 }
 
 /// Where a batch process starts.

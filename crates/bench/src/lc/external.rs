@@ -35,34 +35,55 @@ pub struct Launch {
     pub startup_timeout: Duration,
 }
 
+/// `text` with the `{name}` placeholders of `vars` substituted; a
+/// placeholder left over is an error naming it and `what`.
+pub fn fill(text: &str, vars: &[(&'static str, String)], what: &str) -> Result<String> {
+    let mut line = text.to_string();
+    for (k, v) in vars {
+        line = line.replace(&format!("{{{k}}}"), v);
+    }
+    if let Some(i) = line.find('{') {
+        let rest = &line[i..];
+        let name = rest.split('}').next().unwrap_or(rest);
+        if rest.contains('}') && !name.contains(char::is_whitespace) {
+            return Err(BenchError::Config(format!(
+                "{what}: unknown placeholder {name}}} in {text:?} (known: {})",
+                vars.iter()
+                    .map(|(k, _)| format!("{{{k}}}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )));
+        }
+    }
+    Ok(line)
+}
+
 impl Launch {
     /// The command line with the placeholders substituted, split into words.
     pub fn argv(&self) -> Result<Vec<String>> {
-        let mut line = self.command.clone();
-        for (k, v) in &self.vars {
-            line = line.replace(&format!("{{{k}}}"), v);
-        }
-        if let Some(i) = line.find('{') {
-            let rest = &line[i..];
-            let name = rest.split('}').next().unwrap_or(rest);
-            if rest.contains('}') && !name.contains(char::is_whitespace) {
-                return Err(BenchError::Config(format!(
-                    "lc.command: unknown placeholder {name}}} in {:?} (known: {})",
-                    self.command,
-                    self.vars
-                        .iter()
-                        .map(|(k, _)| format!("{{{k}}}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )));
-            }
-        }
+        let line = fill(&self.command, &self.vars, "lc.command")?;
         let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
         if argv.is_empty() {
             return Err(BenchError::Config("lc.command is empty".into()));
         }
         Ok(argv)
     }
+}
+
+/// How a service is started: its argv (placeholders substituted), the
+/// `ELFEN_*` variables, the CPU its process is pinned to before `exec`
+/// (`None`: it places itself), and how to tell it is ready.
+pub struct Spawn<'a> {
+    /// The argv.
+    pub argv: Vec<String>,
+    /// Passed as `ELFEN_<NAME>` in the environment.
+    pub vars: &'a [(&'static str, String)],
+    /// Pin the process (every thread it will start) to this CPU.
+    pub pin_cpu: Option<u32>,
+    /// Ok once the service answers at this address.
+    pub ready: &'a dyn Fn(SocketAddr) -> std::io::Result<()>,
+    /// How long it may take.
+    pub startup_timeout: Duration,
 }
 
 /// A running external service; stopped and reaped on drop.
@@ -82,13 +103,44 @@ impl External {
     /// Fails — naming the command and the tail of its stderr, with nothing
     /// left running — if it cannot start, exits, or never answers.
     pub fn start(launch: &Launch, addr: SocketAddr, stop: &AtomicBool) -> Result<External> {
-        let argv = launch.argv()?;
+        External::spawn(
+            Spawn {
+                argv: launch.argv()?,
+                vars: &launch.vars,
+                pin_cpu: None,
+                ready: &ping,
+                startup_timeout: launch.startup_timeout,
+            },
+            addr,
+            stop,
+        )
+    }
+
+    /// Starts a service as `how` says and waits until it is ready at
+    /// `addr`; fails as [`External::start`] does.
+    pub fn spawn(how: Spawn, addr: SocketAddr, stop: &AtomicBool) -> Result<External> {
+        let argv = how.argv;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
-        for (k, v) in &launch.vars {
+        for (k, v) in how.vars {
             cmd.env(format!("ELFEN_{}", k.to_ascii_uppercase()), v);
         }
         use std::os::unix::process::CommandExt;
+        if let Some(cpu) = how.pin_cpu {
+            // SAFETY: sched_setaffinity on the child itself, on a set built
+            // on the stack: async-signal-safe, no allocation.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu as usize, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         cmd.process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -128,7 +180,7 @@ impl External {
             stderr,
             stderr_reader,
         };
-        me.wait_ready(launch.startup_timeout, stop)?;
+        me.wait_ready(how.startup_timeout, how.ready, stop)?;
         Ok(me)
     }
 
@@ -137,9 +189,20 @@ impl External {
         self.pid
     }
 
-    /// The command line, as run.
+    /// The command line, as run (an empty argument or one with spaces in
+    /// quotes).
     pub fn command(&self) -> String {
-        self.argv.join(" ")
+        self.argv
+            .iter()
+            .map(|a| {
+                if a.is_empty() || a.contains(char::is_whitespace) {
+                    format!("{a:?}")
+                } else {
+                    a.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The last lines the service wrote to stderr.
@@ -191,7 +254,12 @@ impl External {
         }
     }
 
-    fn wait_ready(&mut self, timeout: Duration, stop: &AtomicBool) -> Result<()> {
+    fn wait_ready(
+        &mut self,
+        timeout: Duration,
+        ready: &dyn Fn(SocketAddr) -> std::io::Result<()>,
+        stop: &AtomicBool,
+    ) -> Result<()> {
         let t0 = Instant::now();
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -199,7 +267,7 @@ impl External {
                 return Err(BenchError::Interrupted);
             }
             self.check_alive()?;
-            if ping(self.addr).is_ok() {
+            if ready(self.addr).is_ok() {
                 return Ok(());
             }
             if t0.elapsed() > timeout {

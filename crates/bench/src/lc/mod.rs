@@ -5,20 +5,25 @@
 //! - [`builtin`]: the pointer-chase service in the harness's own process
 //!   (the default), or in its own process as `elfen serve` ([`serve`]);
 //! - [`external`]: any server started from a command line — `elfen serve`,
-//!   the Lucene search server ([`lucene`]: `--lc lucene`), or one of yours.
+//!   the Lucene search server ([`lucene`]: `--lc lucene`), or one of yours;
+//! - [`kv`]: an unmodified key-value server in its own protocol ([`text`]:
+//!   RESP or text lines) — Redis, memcached, any `[lc.kv]`.
 //!
 //! What the harness learns from a service is the same for all: its
-//! responses (service and queueing times, status), the request lane's
-//! busy time from the signal page's LC line (when the service publishes
-//! through the LC API), and which process and threads are its own.
+//! responses (status; service and queueing times where the protocol
+//! carries them), the request lane's busy time from the signal page's LC
+//! line (when the service or the kernel signal publishes it), and which
+//! process and threads are its own.
 
 pub mod builtin;
 pub mod chase;
 pub mod external;
+pub mod kv;
 pub mod lucene;
 pub mod requests;
 pub mod serve;
 pub mod tasks;
+pub mod text;
 pub mod wire;
 
 use crate::error::{BenchError, Result};
@@ -30,6 +35,17 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
+
+/// The protocol the load generator speaks to a service.
+#[derive(Debug, Clone)]
+pub enum Protocol {
+    /// elfen's LC wire protocol (`docs/lc-protocol.md`): ids, service and
+    /// queueing times.
+    Elfen,
+    /// A service's own text protocol (RESP, lines): in order, no ids, no
+    /// service times; each request reads a key.
+    Text(Arc<text::TextProtocol>),
+}
 
 /// What the harness needs of an LC service.
 pub trait LcService: Send {
@@ -57,6 +73,15 @@ pub trait LcService: Send {
     /// The built-in chase's calibration (steps per µs, cache-hot).
     fn chase_steps_per_us(&self) -> Option<f64> {
         None
+    }
+    /// The protocol it speaks.
+    fn protocol(&self) -> Protocol {
+        Protocol::Elfen
+    }
+    /// What its start found that the run should say (e.g. how its data
+    /// was loaded).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -105,7 +130,7 @@ pub fn prepare(spec: &BenchSpec) -> Result<Prepared> {
         ServiceKind::Builtin if spec.lc.signal != LcSignal::Bpf => {
             Ok(Prepared::Builtin(builtin::bind(spec.port)?))
         }
-        ServiceKind::Builtin | ServiceKind::External => {
+        ServiceKind::Builtin | ServiceKind::External | ServiceKind::Kv => {
             let port = pick_port(spec.port)?;
             drop(builtin::bind(port)?);
             Ok(Prepared::External(port))
@@ -196,6 +221,16 @@ pub fn start(
                 },
             )?;
             Ok(Box::new(InProcess(svc)))
+        }
+        Prepared::External(port) if spec.lc.service == ServiceKind::Kv => {
+            let kv = spec.lc.kv.as_ref().expect("validated: kv has its table");
+            Ok(Box::new(kv::KvService::start(
+                kv,
+                port,
+                at.request_cpu,
+                Duration::from_secs_f64(spec.lc.startup_timeout_s),
+                stop,
+            )?))
         }
         Prepared::External(port) => {
             let addr: SocketAddr = ([127, 0, 0, 1], port).into();

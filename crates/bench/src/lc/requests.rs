@@ -13,6 +13,10 @@
 //!   of the tasks file as its payload (`arg` = its index) — a search
 //!   service (Lucene) runs the query; its demand is whatever the query
 //!   costs, measured alone.
+//! - **keys** (`requests = "keys"`): each request reads one key drawn
+//!   uniformly from a key-value service's key space (a fresh draw per
+//!   request, not passes over a set: the set is only the sample the demand
+//!   alone runs).
 
 use crate::error::{BenchError, Result};
 use crate::lc::tasks;
@@ -44,6 +48,9 @@ pub struct RequestSet {
     pub source: String,
     /// A note to show the user.
     pub note: Option<String>,
+    /// Key sets: the key space requests draw from (`requests` is the
+    /// demand-alone sample).
+    pub keys: Option<u64>,
 }
 
 impl RequestSet {
@@ -59,13 +66,18 @@ impl RequestSet {
         let a = self.requests[i].arg;
         match self.kind {
             RequestsKind::Demand => ((a as f64 * scale).round() as u64).max(1),
-            RequestsKind::TermQueries => a,
+            RequestsKind::TermQueries | RequestsKind::Keys => a,
         }
     }
 
     /// `n` request indices: the set shuffled, pass after pass (each pass a
-    /// new shuffle), cut at `n`.
+    /// new shuffle), cut at `n`; for key sets, `n` keys drawn uniformly
+    /// from the key space.
     pub fn sequence(&self, n: usize, rng: &mut SmallRng) -> Vec<u32> {
+        if let Some(keys) = self.keys {
+            use rand::Rng;
+            return (0..n).map(|_| rng.random_range(0..keys) as u32).collect();
+        }
         let mut out = Vec::with_capacity(n);
         let mut pass: Vec<u32> = (0..self.requests.len() as u32).collect();
         while out.len() < n {
@@ -89,6 +101,29 @@ fn work_set(demands_us: Vec<f64>, source: String) -> RequestSet {
             .collect(),
         source,
         note: None,
+        keys: None,
+    }
+}
+
+/// The key set of a key-value service with `keys` keys: `sample` keys
+/// drawn uniformly (seeded) for the demand alone; the load draws its own.
+pub fn keys(name: &str, keys: u64, sample: usize, seed: u64) -> RequestSet {
+    use rand::Rng;
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x4B45_5953);
+    RequestSet {
+        kind: RequestsKind::Keys,
+        requests: (0..sample)
+            .map(|_| Request {
+                arg: rng.random_range(0..keys),
+                payload: Box::new([]),
+            })
+            .collect(),
+        source: format!(
+            "{name}: a key drawn uniformly from {keys} keys per request ({sample} of them for the \
+             demand alone)"
+        ),
+        note: None,
+        keys: Some(keys),
     }
 }
 
@@ -103,6 +138,9 @@ pub fn build(
     match kind {
         RequestsKind::Demand => build_work(demand, seed),
         RequestsKind::TermQueries => build_queries(tasks_path),
+        RequestsKind::Keys => Err(BenchError::Config(
+            "lc.requests = \"keys\" is built from [lc.kv] (requests::keys)".into(),
+        )),
     }
 }
 
@@ -140,6 +178,7 @@ fn build_queries(tasks_path: Option<&Path>) -> Result<RequestSet> {
                 q.bad[0].1
             )
         }),
+        keys: None,
     })
 }
 

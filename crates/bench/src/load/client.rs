@@ -1,8 +1,11 @@
 //! One **invocation** of the open-loop load generator against an LC
-//! service, over the LC wire protocol: a sender thread and a receiver
+//! service, in its protocol ([`Protocol`]: the LC wire protocol, or a
+//! service's own RESP or text lines): a sender thread and a receiver
 //! thread on one TCP connection (`TCP_NODELAY`), pinned to the generator's
 //! CPUs with a 1 ns timer slack and, where permitted, real-time priority;
-//! the calling thread marks the edges of the measured window.
+//! the calling thread marks the edges of the measured window. The wire
+//! protocol carries request ids; the text protocols answer in order, so
+//! the k-th response answers request k (the sender sends them in order).
 //!
 //! A service that closes the connection mid-run does not stop the sweep:
 //! the requests it never answered count as errors (with the latency they
@@ -10,6 +13,7 @@
 
 use super::{Accounting, Clock, MonoClock, Outcome, mono_ns, run_sender};
 use crate::error::{BenchError, Result};
+use crate::lc::Protocol;
 use crate::lc::builtin::is_timeout;
 use crate::lc::requests::RequestSet;
 use crate::lc::wire::{self, Kind, Response, Status};
@@ -118,13 +122,113 @@ struct Received {
     outside: Distribution,
     window_service_ns: u64,
     closed: bool,
+    /// A response that is not the protocol (what was wrong).
+    protocol_error: Option<String>,
 }
 
-/// Runs one invocation; `on_edge` is called on the calling thread at the
-/// window's start and end. `stop` (Ctrl-C) ends it early with
+/// One response, whatever the protocol.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    id: u64,
+    ok: bool,
+    service_ns: u64,
+    queued_ns: u64,
+}
+
+/// Responses read from a connection: bytes buffered until a whole
+/// response is there. Text protocols number their responses in order.
+struct Reader {
+    buf: Vec<u8>,
+    have: usize,
+    at: usize,
+    next_id: u64,
+}
+
+impl Reader {
+    fn new(first_id: u64) -> Reader {
+        Reader {
+            buf: vec![0; 64 << 10],
+            have: 0,
+            at: 0,
+            next_id: first_id,
+        }
+    }
+
+    /// Reads what the socket has (at least one byte, or the read's error
+    /// or `Ok(0)` at its end).
+    fn fill(&mut self, s: &mut TcpStream) -> std::io::Result<usize> {
+        if self.at > 0 {
+            self.buf.copy_within(self.at..self.have, 0);
+            self.have -= self.at;
+            self.at = 0;
+        }
+        if self.have == self.buf.len() {
+            let n = self.buf.len();
+            self.buf.resize(n * 2, 0);
+        }
+        let n = s.read(&mut self.buf[self.have..])?;
+        self.have += n;
+        Ok(n)
+    }
+
+    /// The next whole response in the buffer, if any.
+    fn pop(&mut self, protocol: &Protocol) -> std::result::Result<Option<Answer>, String> {
+        let rest = &self.buf[self.at..self.have];
+        match protocol {
+            Protocol::Elfen => {
+                let Some(frame) = rest.first_chunk::<{ wire::RESPONSE_BYTES }>() else {
+                    return Ok(None);
+                };
+                let r = Response::decode(frame);
+                self.at += wire::RESPONSE_BYTES;
+                Ok(Some(Answer {
+                    id: r.id,
+                    ok: r.status == Status::Ok,
+                    service_ns: r.service_ns,
+                    queued_ns: r.queued_ns,
+                }))
+            }
+            Protocol::Text(p) => Ok(p.decode(rest)?.map(|(n, reply)| {
+                self.at += n;
+                self.next_id += 1;
+                Answer {
+                    id: self.next_id - 1,
+                    ok: !reply.error,
+                    service_ns: 0,
+                    queued_ns: 0,
+                }
+            })),
+        }
+    }
+}
+
+/// Appends request `i` (pick `k` of the set) in `protocol` to `out`.
+fn encode(
+    protocol: &Protocol,
+    set: &RequestSet,
+    i: u64,
+    k: usize,
+    work_scale: f64,
+    out: &mut Vec<u8>,
+) {
+    match protocol {
+        Protocol::Elfen => out.extend_from_slice(&wire::request_bytes(
+            i,
+            set.arg(k, work_scale),
+            &set.requests[k].payload,
+            Kind::Work,
+        )),
+        Protocol::Text(p) => p.encode_request(k as u64, out),
+    }
+}
+
+/// Runs one invocation in `protocol` (for text protocols the plan's picks
+/// are keys); `on_edge` is called on the calling thread at the window's
+/// start and end. `stop` (Ctrl-C) ends it early with
 /// [`BenchError::Interrupted`].
 pub fn run_invocation(
     addr: SocketAddr,
+    protocol: &Protocol,
     plan: &InvocationPlan,
     place: &GeneratorPlace,
     stop: &AtomicBool,
@@ -152,6 +256,7 @@ pub fn run_invocation(
             tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
             let mut s = &stream;
             let local_stop = AtomicBool::new(false);
+            let mut out = Vec::with_capacity(512);
             let (n, e) = run_sender(&MonoClock, t0, &plan.offsets, &local_stop, |i| {
                 if stop.load(Ordering::Relaxed) || quit.load(Ordering::Relaxed) {
                     local_stop.store(true, Ordering::Relaxed);
@@ -161,14 +266,10 @@ pub fn run_invocation(
                 if now >= win.0 && now < win.1 {
                     in_window.fetch_add(1, Ordering::Relaxed);
                 }
+                out.clear();
                 let k = plan.picks[i] as usize;
-                let r = &plan.set.requests[k];
-                s.write_all(&wire::request_bytes(
-                    i as u64,
-                    plan.set.arg(k, plan.work_scale),
-                    &r.payload,
-                    Kind::Work,
-                ))
+                encode(protocol, &plan.set, i as u64, k, plan.work_scale, &mut out);
+                s.write_all(&out)
             });
             sender_done.store(mono_ns().max(1), Ordering::Release);
             (n, e)
@@ -176,7 +277,7 @@ pub fn run_invocation(
         let receiver = scope.spawn(|| {
             let _pin = place.enter();
             tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
-            receive(&mut rx_stream, plan, t0, win, &sender_done, &quit)
+            receive(&mut rx_stream, protocol, plan, t0, win, &sender_done, &quit)
         });
         // Window edges, in short sleeps so Ctrl-C is noticed.
         let mut interrupted = false;
@@ -207,6 +308,11 @@ pub fn run_invocation(
             .map_err(|_| BenchError::Service("receiver panicked".into()))?;
         if interrupted || stop.load(Ordering::Relaxed) {
             return Err(BenchError::Interrupted);
+        }
+        if let Some(e) = &rx.protocol_error {
+            return Err(BenchError::Service(format!(
+                "the LC service's response is not its protocol: {e}"
+            )));
         }
         // A send failing because the service closed the connection is
         // counted (unanswered requests are errors); other failures are not
@@ -240,9 +346,10 @@ pub fn run_invocation(
 
 /// The receiver: reads responses until every request is answered, the
 /// drain time after the last send has passed, the connection closes, or
-/// `quit`.
+/// `quit`. Responses that arrive in one read share its arrival time.
 fn receive(
     rx: &mut TcpStream,
+    protocol: &Protocol,
     plan: &InvocationPlan,
     t0: u64,
     win: (u64, u64),
@@ -253,11 +360,11 @@ fn receive(
     let (mut service, mut queued, mut outside) =
         (latency_buckets(), latency_buckets(), latency_buckets());
     let mut window_service_ns = 0u64;
-    let mut buf = [0u8; wire::RESPONSE_BYTES];
-    let mut have = 0usize;
+    let mut reader = Reader::new(0);
     let span_end = t0 + plan.offsets.last().copied().unwrap_or(0);
     let mut closed = false;
-    loop {
+    let mut protocol_error = None;
+    'read: loop {
         if acc.all_answered() || quit.load(Ordering::Relaxed) {
             break;
         }
@@ -265,31 +372,37 @@ fn receive(
         if done != 0 && mono_ns() > done.max(span_end) + plan.drain_ns {
             break;
         }
-        match rx.read(&mut buf[have..]) {
+        match reader.fill(rx) {
             Ok(0) => {
                 closed = true;
                 break;
             }
-            Ok(n) => {
-                have += n;
-                if have < wire::RESPONSE_BYTES {
-                    continue;
-                }
-                have = 0;
+            Ok(_) => {
                 let now = mono_ns();
-                let r = Response::decode(&buf);
-                if r.status != Status::Ok {
-                    acc.on_failure(r.id as usize, now);
-                    continue;
-                }
-                if now >= win.0 && now < win.1 {
-                    window_service_ns += r.service_ns;
-                }
-                if let Some(lat) = acc.on_response(r.id as usize, now) {
-                    if r.service_ns > 0 {
-                        service.record(r.service_ns as f64 / 1e3);
-                        queued.record(r.queued_ns as f64 / 1e3);
-                        outside.record(lat.saturating_sub(r.service_ns + r.queued_ns) as f64 / 1e3);
+                loop {
+                    let r = match reader.pop(protocol) {
+                        Ok(Some(r)) => r,
+                        Ok(None) => break,
+                        Err(e) => {
+                            protocol_error = Some(e);
+                            break 'read;
+                        }
+                    };
+                    if !r.ok {
+                        acc.on_failure(r.id as usize, now);
+                        continue;
+                    }
+                    if now >= win.0 && now < win.1 {
+                        window_service_ns += r.service_ns;
+                    }
+                    if let Some(lat) = acc.on_response(r.id as usize, now) {
+                        if r.service_ns > 0 {
+                            service.record(r.service_ns as f64 / 1e3);
+                            queued.record(r.queued_ns as f64 / 1e3);
+                            outside.record(
+                                lat.saturating_sub(r.service_ns + r.queued_ns) as f64 / 1e3,
+                            );
+                        }
                     }
                 }
             }
@@ -307,40 +420,54 @@ fn receive(
         outside,
         window_service_ns,
         closed,
+        protocol_error,
     }
 }
 
 /// Sends every request of `set` once, one at a time, and waits for each
 /// response: the service times with nothing else running (the paper's
 /// Figure 1), µs — the service's own figure, or the round trip where it
-/// reports none. A connection the service closes is opened again (once per
-/// request), so a service that drops connections now and then can still be
-/// measured.
+/// reports none (text protocols). A connection the service closes is
+/// opened again (once per request), so a service that drops connections
+/// now and then can still be measured.
 pub fn measure_demand(
     addr: SocketAddr,
+    protocol: &Protocol,
     set: &RequestSet,
     work_scale: f64,
     stop: &AtomicBool,
 ) -> Result<Vec<f64>> {
-    let mut s = connect(addr)?;
+    let mut conn = (connect(addr)?, Reader::new(0));
     let mut out = Vec::with_capacity(set.requests.len());
+    let mut frame = Vec::with_capacity(512);
     for (i, r) in set.requests.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             return Err(BenchError::Interrupted);
         }
-        let frame = wire::request_bytes(i as u64, set.arg(i, work_scale), &r.payload, Kind::Work);
-        let round_trip = |s: &mut TcpStream| -> std::io::Result<(Response, u64)> {
+        frame.clear();
+        // a text protocol's request reads key `arg`
+        let k = match protocol {
+            Protocol::Elfen => i,
+            Protocol::Text(_) => r.arg as usize,
+        };
+        encode(protocol, set, i as u64, k, work_scale, &mut frame);
+        let round_trip = |(s, rd): &mut (TcpStream, Reader)| -> std::io::Result<(Answer, u64)> {
             let t = mono_ns();
             s.write_all(&frame)?;
-            let mut resp = [0u8; wire::RESPONSE_BYTES];
-            s.read_exact(&mut resp)?;
-            Ok((Response::decode(&resp), mono_ns() - t))
+            loop {
+                if let Some(a) = rd.pop(protocol).map_err(std::io::Error::other)? {
+                    return Ok((a, mono_ns() - t));
+                }
+                if rd.fill(s)? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
         };
-        let (resp, rtt) = match round_trip(&mut s) {
+        let (resp, rtt) = match round_trip(&mut conn) {
             Ok(x) => x,
             Err(_) => {
-                s = connect(addr)?;
-                round_trip(&mut s).map_err(|e| {
+                conn = (connect(addr)?, Reader::new(i as u64));
+                round_trip(&mut conn).map_err(|e| {
                     BenchError::io(
                         format!("request {i} of the set, sent twice on fresh connections"),
                         e,
@@ -354,11 +481,13 @@ pub fn measure_demand(
                 resp.id
             )));
         }
-        if resp.status != Status::Ok {
+        if !resp.ok {
+            let what = match protocol {
+                Protocol::Elfen => String::from_utf8_lossy(&r.payload),
+                Protocol::Text(_) => String::from_utf8_lossy(&frame[..frame.len().min(120)]),
+            };
             return Err(BenchError::Service(format!(
-                "request {i} of the set ({:?}) was answered with status {:?}",
-                String::from_utf8_lossy(&r.payload),
-                resp.status
+                "request {i} of the set ({what:?}) was answered with an error"
             )));
         }
         out.push(

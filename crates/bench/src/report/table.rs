@@ -106,9 +106,9 @@ fn slo_word(m: Option<bool>) -> &'static str {
     }
 }
 
-const HEADERS: [&str; 16] = [
+const HEADERS: [&str; 17] = [
     "rps", "config", "n", "p50", "p99", "p99.9", "x base", "paired x", "impact", "lc", "batch",
-    "total", "progress", "naps/s", "errors", "SLO",
+    "total", "progress", "daemon", "naps/s", "errors", "SLO",
 ];
 
 fn cells(r: &Row) -> Vec<String> {
@@ -130,6 +130,14 @@ fn cells(r: &Row) -> Vec<String> {
         opt(Some(s.utilization.batch.median), 2),
         opt(Some(s.utilization.total.median), 2),
         opt(s.batch_progress.map(|x| x.median), 2),
+        // the daemon's own CPU, where one of its modes ran (the kernel
+        // signal's writer runs beside every configuration that uses it)
+        opt(
+            s.daemon_util
+                .filter(|_| p.config.is_daemon_mode())
+                .map(|x| x.median),
+            2,
+        ),
         opt(s.naps_per_s.map(|x| x.median), 0),
         s.errors.to_string(),
         slo_word(s.slo_met).into(),
@@ -159,7 +167,8 @@ pub fn table(f: &ResultFile, batch: Option<&str>) -> Table {
 pub const LEGEND: &str = "latency in ms (medians over n invocations), from each request's intended send time;\n\
 x base = median p99 / LC alone's median p99 (ratio of medians); paired x = median (min-max) over rounds of\n\
 p99 / LC alone's p99 in the same round (same arrivals and requests: common random numbers); impact = paired x - 1;\n\
-utilization: sum over lanes of busy fraction (1 lane = 1.0); progress: batch work vs the same batch alone";
+utilization: sum over lanes of busy fraction (1 lane = 1.0); progress: batch work vs the same batch alone;\n\
+daemon: CPU of the daemon's own threads in its modes (writer, guards, freezer, blind isolation), lanes' worth";
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,9 @@ pub enum ServiceKind {
     /// A server started from `lc.command` that speaks the LC wire protocol
     /// (`docs/lc-protocol.md`).
     External,
+    /// An unmodified key-value server speaking its own protocol (RESP or a
+    /// text line protocol), described by `[lc.kv]` (Redis, memcached).
+    Kv,
 }
 
 /// Who publishes the request lane's busy state on the signal page.
@@ -71,6 +74,9 @@ pub enum RequestsKind {
     Demand,
     /// The tasks file's term queries as payload: for search services.
     TermQueries,
+    /// A key drawn uniformly from `[lc.kv]`'s key space per request: for
+    /// key-value services.
+    Keys,
 }
 
 /// The LC service.
@@ -94,6 +100,9 @@ pub struct LcSpec {
     /// With `signal = "bpf"`: busy edges published at the LC thread's
     /// wake-up, before its switch-in (default true); false: at the switch-in.
     pub announce_wakeups: bool,
+    /// `service = "kv"`: the key-value service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv: Option<super::KvSpec>,
 }
 
 impl Default for LcSpec {
@@ -106,6 +115,7 @@ impl Default for LcSpec {
             tasks_path: None,
             startup_timeout_s: 60.0,
             announce_wakeups: true,
+            kv: None,
         }
     }
 }
@@ -126,6 +136,24 @@ impl LcSpec {
             tasks_path: None,
             startup_timeout_s: crate::lc::lucene::STARTUP_TIMEOUT_S,
             announce_wakeups: true,
+            kv: None,
+        }
+    }
+
+    /// `--lc redis`, `--lc memcached`: the unmodified key-value service
+    /// `kv`, pinned to the request lane, sent a random key per request,
+    /// its busy state from the kernel (`signal = "bpf"`: it publishes
+    /// nothing).
+    pub fn kv(kv: super::KvSpec) -> LcSpec {
+        LcSpec {
+            service: ServiceKind::Kv,
+            command: None,
+            signal: LcSignal::Bpf,
+            requests: RequestsKind::Keys,
+            tasks_path: None,
+            startup_timeout_s: 60.0,
+            announce_wakeups: true,
+            kv: Some(kv),
         }
     }
 
@@ -145,6 +173,12 @@ impl LcSpec {
                     "lc.service = \"external\" needs lc.command (the server's command line)".into(),
                 ));
             }
+            (ServiceKind::Kv, Some(c)) if !c.is_empty() => {
+                return Err(BenchError::Config(
+                    "lc.command is given but lc.service is \"kv\", whose argv is lc.kv.command"
+                        .into(),
+                ));
+            }
             (ServiceKind::Builtin, Some(c)) if !c.is_empty() => {
                 return Err(BenchError::Config(
                     "lc.command is given but lc.service is \"builtin\": set lc.service = \"external\""
@@ -157,6 +191,41 @@ impl LcSpec {
             return Err(BenchError::Config(
                 "the built-in service runs work requests: lc.requests must be \"demand\"".into(),
             ));
+        }
+        match (self.service, &self.kv) {
+            (ServiceKind::Kv, None) => {
+                return Err(BenchError::Config(
+                    "lc.service = \"kv\" needs an [lc.kv] table (configs/bench/redis.toml shows \
+                     one)"
+                        .into(),
+                ));
+            }
+            (ServiceKind::Kv, Some(kv)) => {
+                kv.validate()?;
+                if self.requests != RequestsKind::Keys {
+                    return Err(BenchError::Config(
+                        "a key-value service is sent keys: lc.requests must be \"keys\"".into(),
+                    ));
+                }
+                if self.signal == LcSignal::Api {
+                    return Err(BenchError::Config(format!(
+                        "lc.signal = \"api\": {} is unmodified and publishes nothing; use \"bpf\" \
+                         (the kernel's context switches) or \"none\"",
+                        kv.name
+                    )));
+                }
+            }
+            (_, Some(_)) => {
+                return Err(BenchError::Config(
+                    "[lc.kv] is given but lc.service is not \"kv\"".into(),
+                ));
+            }
+            (_, None) if self.requests == RequestsKind::Keys => {
+                return Err(BenchError::Config(
+                    "lc.requests = \"keys\" needs a key-value service (lc.service = \"kv\")".into(),
+                ));
+            }
+            _ => {}
         }
         positive("lc.startup_timeout_s", self.startup_timeout_s)
     }

@@ -5,12 +5,14 @@
 //! before any load is sent.
 
 pub mod batch;
+pub mod kv;
 pub mod lc;
 
 pub use crate::batch::{BatchProgram, ProgramKind};
 pub use batch::{BatchSpec, CgroupSpec, CgroupVersion};
 pub use elfen_kernels::{KERNEL_NAMES, KernelKind};
 pub use elfen_results::Config;
+pub use kv::{KvSpec, TextProtocolKind};
 pub use lc::{
     ChaseSpec, DemandSpec, LUCENE_LOG_SIGMA, LcSignal, LcSpec, RequestsKind, ServiceKind,
 };

@@ -131,6 +131,22 @@ fn every_example_config_parses_and_validates() {
 }
 
 #[test]
+fn the_key_value_examples_are_the_presets() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/bench");
+    for (file, kv) in [
+        ("redis.toml", KvSpec::redis()),
+        ("memcached.toml", KvSpec::memcached()),
+    ] {
+        let s = BenchSpec::load(&dir.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.lc,
+            LcSpec::kv(kv),
+            "configs/bench/{file} differs from its preset"
+        );
+    }
+}
+
+#[test]
 fn default_toml_spells_out_the_built_in_defaults() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/bench/default.toml");
     let file = BenchSpec::load(&path).unwrap_or_else(|e| panic!("{e}"));

@@ -47,7 +47,8 @@ impl DemandAlone {
 /// and the set run again (the second pass is Figure 1).
 pub fn demand_alone(rig: &Rig, stop: &AtomicBool) -> Result<DemandAlone> {
     let addr = rig.lc().addr();
-    let first = measure_demand(addr, &rig.set, 1.0, stop)?;
+    let protocol = rig.lc().protocol();
+    let first = measure_demand(addr, &protocol, &rig.set, 1.0, stop)?;
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     if rig.set.kind == RequestsKind::Demand {
         let nominal = mean(&rig.set.nominal_us().unwrap_or_default());
@@ -55,7 +56,7 @@ pub fn demand_alone(rig: &Rig, stop: &AtomicBool) -> Result<DemandAlone> {
         if factor.is_finite() && factor > 0.0 && (factor - 1.0).abs() > 0.05 {
             let work_scale = 1.0 / factor;
             return Ok(DemandAlone {
-                demand_us: measure_demand(addr, &rig.set, work_scale, stop)?,
+                demand_us: measure_demand(addr, &protocol, &rig.set, work_scale, stop)?,
                 work_scale,
             });
         }
@@ -181,6 +182,7 @@ mod tests {
                 .collect(),
             source: "test".into(),
             note: None,
+            keys: None,
         }
     }
 

@@ -156,4 +156,7 @@ impl BatchRun for Managed {
     fn sample(&self) -> BatchSample {
         self.inner.sample()
     }
+    fn guard_occupied_ns(&self) -> u64 {
+        self.guards.iter().map(GuardHandle::occupied_ns).sum()
+    }
 }

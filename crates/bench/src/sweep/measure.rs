@@ -13,15 +13,39 @@ use crate::load::client::{
 use crate::load::{encode_histogram, percentiles_us};
 use crate::spec::{BatchProgram, BenchSpec, Config, LcSignal};
 use elfen_cmd::proc::{self, MachineTicks};
-use elfen_results::{BatchTimes, Distribution, LatencyBreakdown, MeasuredRep, Rep, Utilization};
+use elfen_results::{
+    BatchTimes, DaemonTimes, Distribution, LatencyBreakdown, MeasuredRep, Rep, Utilization,
+};
 use elfen_runtime::NapChoice;
 use std::sync::atomic::AtomicBool;
+
+/// Names of the daemon's threads (`elfen_daemon`'s workers) the harness
+/// runs in its process: the kernel signal's writer, guards, the freezer,
+/// blind isolation.
+fn is_daemon_thread(comm: &str) -> bool {
+    matches!(comm, "elfen-lc-writer" | "elfen-freezer" | "elfen-blind")
+        || comm.starts_with("elfen-guard-")
+}
+
+/// The daemon's threads in process `pid`.
+fn daemon_tids(pid: u32) -> Vec<u32> {
+    proc::thread_ids(pid)
+        .into_iter()
+        .filter(|t| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm"))
+                .is_ok_and(|c| is_daemon_thread(c.trim()))
+        })
+        .collect()
+}
 
 /// Counters at a window edge.
 struct EdgeSample {
     at_ns: u64,
     lc_busy_ns: u64,
     harness_cpu_ns: u64,
+    /// The daemon's threads' on-CPU time, and their guards' occupation.
+    daemon_ns: u64,
+    occupied_ns: u64,
     batch: Option<BatchSample>,
     machine: MachineTicks,
     /// Ticks of this process, the batch process and an external service.
@@ -65,32 +89,43 @@ pub fn run_rep(
     let elfen = what.config.policy().is_some();
     rig.lc_mut().check()?;
     let me = std::process::id();
-    let exclude = rig.lc().worker_tids();
+    // the daemon's threads started before the window (with the batch)
+    let daemon = daemon_tids(me);
+    let mut exclude = rig.lc().worker_tids();
+    exclude.extend(&daemon);
     let service_pid = rig.lc().child_pid();
     let (page, lane) = (rig.page.clone(), rig.lanes.request_lane);
     let mut edges: Vec<EdgeSample> = Vec::with_capacity(2);
     let mut idle = None;
     let lc = rig.lc.as_deref().expect("LC service");
-    let inv: InvocationResult = run_invocation(lc.addr(), plan, &rig.generator, stop, |edge| {
-        if edge == Edge::Start {
-            lc.start_idle_recording();
-        }
-        edges.push(EdgeSample {
-            at_ns: elfen_shm::clock::monotonic_ns(),
-            lc_busy_ns: page.lc_busy_ns(lane).unwrap_or(0),
-            harness_cpu_ns: proc::process_cpu_ns_except(me, &exclude),
-            batch: bp.as_ref().map(|b| b.sample()),
-            machine: MachineTicks::now(),
-            own_ticks: proc::process_ticks(me)
-                + bp.as_ref().map_or(0, |b| {
-                    b.pids().into_iter().map(proc::process_ticks).sum::<u64>()
-                })
-                + service_pid.map_or(0, proc::process_ticks),
-        });
-        if edge == Edge::End {
-            idle = lc.stop_idle_recording();
-        }
-    })?;
+    let protocol = lc.protocol();
+    let inv: InvocationResult =
+        run_invocation(lc.addr(), &protocol, plan, &rig.generator, stop, |edge| {
+            if edge == Edge::Start {
+                lc.start_idle_recording();
+            }
+            edges.push(EdgeSample {
+                at_ns: elfen_shm::clock::monotonic_ns(),
+                lc_busy_ns: page.lc_busy_ns(lane).unwrap_or(0),
+                harness_cpu_ns: proc::process_cpu_ns_except(me, &exclude),
+                daemon_ns: daemon
+                    .iter()
+                    .filter_map(|&t| proc::thread_schedstat(me, t))
+                    .map(|s| s.on_cpu_ns)
+                    .sum(),
+                occupied_ns: bp.as_ref().map_or(0, |b| b.guard_occupied_ns()),
+                batch: bp.as_ref().map(|b| b.sample()),
+                machine: MachineTicks::now(),
+                own_ticks: proc::process_ticks(me)
+                    + bp.as_ref().map_or(0, |b| {
+                        b.pids().into_iter().map(proc::process_ticks).sum::<u64>()
+                    })
+                    + service_pid.map_or(0, proc::process_ticks),
+            });
+            if edge == Edge::End {
+                idle = lc.stop_idle_recording();
+            }
+        })?;
     if let Some(b) = bp.as_mut() {
         if !b.alive() {
             return Err(BenchError::Batch(format!(
@@ -132,6 +167,10 @@ pub fn run_rep(
             outside_p99_us: inv.outside_us.quantile(0.99).unwrap_or(0.0),
         }),
         batch: None,
+        daemon: (!daemon.is_empty()).then(|| DaemonTimes {
+            on_cpu_util: e1.daemon_ns.saturating_sub(e0.daemon_ns) as f64 / 1e9 / window_s,
+            occupied_util: e1.occupied_ns.saturating_sub(e0.occupied_ns) as f64 / 1e9 / window_s,
+        }),
     };
     let mut rep = Rep {
         round: None,
@@ -216,6 +255,9 @@ pub fn utilization_method(nap: NapChoice) -> String {
          times it reports). Batch: time batch code executed, summed over batch threads: \
          baseline threads never nap, so their on-CPU time from /proc/<pid>/task/<tid>/schedstat \
          (excludes time preempted or throttled); {elfen}. The harness's own threads (generator, \
-         dispatcher) are not counted; their share is measured.harness_util."
+         dispatcher) are not counted; their share is measured.harness_util. The daemon's threads \
+         the harness runs (the kernel signal's writer, guards, freezer, blind isolation) are not \
+         counted either: their on-CPU time is measured.daemon.on_cpu_util, and \
+         occupied_util the wall time guards occupied their lanes (the protection itself)."
     )
 }

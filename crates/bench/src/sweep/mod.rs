@@ -355,6 +355,7 @@ pub fn run(opts: SweepOptions, stop: &AtomicBool) -> Result<SweepOutcome> {
     let _pin = elfen_topo::PinGuard::with_cpus(&pf.rig.lanes.side_cpus)?;
     let prepared = pf.prepared.take().expect("prepared once");
     rig::start_lc(spec, &mut pf.rig, prepared, &opts.worker_exe, stop)?;
+    pf.notes.extend(pf.rig.lc().notes());
     if let Some(note) = rig::start_kernel_signal(spec, &mut pf.rig)? {
         pf.notes.push(note);
     }

@@ -172,6 +172,9 @@ pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
         // otherwise build a missing index for minutes, or stop half-started
         lc::lucene::preflight(c)?;
     }
+    if let Some(kv) = &spec.lc.kv {
+        lc::kv::preflight(kv)?;
+    }
     let topo = elfen_topo::Topology::detect()?;
     let plan = elfen_topo::plan_pairs(&topo, spec.pairs.as_deref())?;
     let Some(pair) = plan.first().cloned() else {
@@ -204,12 +207,15 @@ pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
     };
     let (cgroups, mut skipped) = make_cgroups(spec, &lanes)?;
     skipped.extend(daemon_mode_skips(spec, &skipped));
-    let set = requests::build(
-        spec.lc.requests,
-        &spec.demand,
-        spec.lc.tasks_path.as_deref(),
-        spec.seed,
-    )?;
+    let set = match &spec.lc.kv {
+        Some(kv) => requests::keys(&kv.name, kv.keys, kv.demand_sample, spec.seed),
+        None => requests::build(
+            spec.lc.requests,
+            &spec.demand,
+            spec.lc.tasks_path.as_deref(),
+            spec.seed,
+        )?,
+    };
     if let Some(n) = &set.note {
         notes.push(n.clone());
     }
@@ -505,6 +511,9 @@ fn make_cgroups(spec: &BenchSpec, lanes: &Lanes) -> Result<(Cgroups, Vec<Skipped
         period_us: spec.batch.cfs_period_us,
     };
     cg.quota = attempt(Config::CfsQuota, &[Controller::Cpu], Some(quota), &mut ex)?;
+    // A top-level group, idle itself: its entity is what competes with the
+    // LC's (the harness's) cpu group, so the whole batch yields — an idle
+    // task inside a group that is not idle would only rank inside it.
     let idle = Some(Knob::CpuIdle(true));
     cg.idle = attempt(Config::CpuIdle, &[Controller::Cpu], idle, &mut ex)?;
     cg.freezer = attempt(Config::Freeze, &[Controller::Freezer], None, &mut ex)?;

@@ -1,10 +1,12 @@
 //! One integration-test binary: configuration checks (`config`), and the
 //! daemon for real as a child process (`live`: root + BPF, or skipped with
-//! the reason printed), a hostile local user against the running daemon
-//! (`page_attack`), and the measurement's wake-up reference (`measure`).
+//! the reason printed), the idle mode's yielding as a whole (`idle`), a
+//! hostile local user against the running daemon (`page_attack`), and the
+//! measurement's wake-up reference (`measure`).
 
 mod common;
 mod config;
+mod idle;
 mod live;
 mod measure;
 mod page_attack;
