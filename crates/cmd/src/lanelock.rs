@@ -8,7 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 
 /// The lock file every lane user locks.
@@ -23,12 +23,32 @@ pub struct LaneLock {
 impl LaneLock {
     /// Waits until no other process holds the lock, then holds it.
     pub fn acquire() -> io::Result<LaneLock> {
+        // flock needs no write access: open read-only, so any user can lock
+        // a file another user created; whoever creates it makes it 0666
+        // whatever the umask.
         let file = OpenOptions::new()
+            .read(true)
+            .write(true)
             .create(true)
-            .append(true)
+            .truncate(false)
             .mode(0o666)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(LANE_LOCK_PATH)?;
+            .open(LANE_LOCK_PATH)
+            .and_then(|f| {
+                use std::os::unix::fs::PermissionsExt;
+                // SAFETY: geteuid has no preconditions.
+                let owner = f.metadata()?.uid() == unsafe { libc::geteuid() };
+                if owner {
+                    f.set_permissions(std::fs::Permissions::from_mode(0o666))?;
+                }
+                Ok(f)
+            })
+            .or_else(|_| {
+                OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(LANE_LOCK_PATH)
+            })?;
         loop {
             // SAFETY: flock on a file descriptor we own.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
