@@ -88,16 +88,6 @@ fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The process's effective capabilities (`CapEff` of `/proc/self/status`).
-pub fn effective_capabilities() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0)
-}
-
 /// Where the kernel exposes its own BTF.
 const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -135,7 +125,7 @@ impl Need {
             Need::Root => root,
             Need::Unprivileged => !root,
             Need::Bpf => {
-                let cap = effective_capabilities();
+                let cap = crate::proc::effective_capabilities();
                 let has = |c: u32| cap & (1u64 << c) != 0;
                 // CAP_SYS_ADMIN 21, CAP_PERFMON 38, CAP_BPF 39
                 (has(21) || (has(39) && has(38))) && Path::new(VMLINUX_BTF).exists()
@@ -428,7 +418,8 @@ fn attr(tag: &str, name: &str) -> Option<String> {
 }
 
 /// The skipped test cases of a Maven Surefire report (`TEST-*.xml`) as
-/// entries of suite `java`. A skip's message says what it needs as
+/// entries of suite `java`. A skip's message (the `message` attribute, or
+/// the first line of the element's text) says what it needs as
 /// `needs <token>: <reason>` (JUnit prefixes `Assumption failed: `); a
 /// message without it gets the need token `unstated`, which judges as
 /// runnable.
@@ -445,8 +436,16 @@ pub fn surefire_skips(xml: &str) -> Vec<Entry> {
         let class = attr(head, "classname").unwrap_or_default();
         let name = attr(head, "name").unwrap_or_default();
         let skipped = &case[sk..];
-        let tag = &skipped[..skipped.find('>').unwrap_or(skipped.len())];
-        let message = attr(tag, "message").unwrap_or_default();
+        let tag_end = skipped.find('>').unwrap_or(skipped.len());
+        let tag = &skipped[..tag_end];
+        // the message attribute, else the element's text (a stack trace
+        // whose first line is the exception and its message)
+        let message = attr(tag, "message").unwrap_or_else(|| {
+            let body = &skipped[(tag_end + 1).min(skipped.len())..];
+            let body = &body[..body.find("</skipped>").unwrap_or(body.len())];
+            let body = body.trim_start().trim_start_matches("<![CDATA[");
+            xml_unescape(body.lines().next().unwrap_or_default())
+        });
         let (need, reason) = match message.find("needs ") {
             Some(i) => {
                 let rest = &message[i + "needs ".len()..];
@@ -617,6 +616,11 @@ mod tests {
   <testcase name="old" classname="dev.elfen.X" time="0">
     <skipped message="no reason given"/>
   </testcase>
+  <testcase name="trace" classname="dev.elfen.Y" time="0.0">
+    <skipped type="org.opentest4j.TestAbortedException"><![CDATA[org.opentest4j.TestAbortedException: Assumption failed: needs cpus:2: cpu 1 is not ours
+	at org.junit.jupiter.api.Assumptions.throwAssumptionFailed(Assumptions.java:316)
+]]></skipped>
+  </testcase>
 </testsuite>"#;
         let e = surefire_skips(xml);
         assert_eq!(
@@ -633,6 +637,12 @@ mod tests {
                     test: "X.old".into(),
                     need: "unstated".into(),
                     reason: "no reason given".into(),
+                },
+                Entry::Skip {
+                    suite: "java".into(),
+                    test: "Y.trace".into(),
+                    need: "cpus:2".into(),
+                    reason: "cpu 1 is not ours".into(),
                 },
             ]
         );

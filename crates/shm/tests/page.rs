@@ -254,7 +254,8 @@ fn permission_model_is_enforced_by_the_os() {
     let p = d.path().join("perm");
     let _page = Page::create(&p, &two_lanes()).unwrap();
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: cannot switch to a batch user; checked modes only");
+        let why = "switches to a batch user (the file modes were checked)";
+        elfen_cmd::skip::skip(elfen_cmd::skip::Need::Root, why);
         return;
     }
     let as_nobody = |script: &str| {
