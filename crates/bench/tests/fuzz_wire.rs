@@ -78,7 +78,7 @@ fn fuzz_the_generators_response_accounting() {
         ),
         0..3 * N as usize,
     );
-    elfen_cmd::fuzz::run("LC wire responses", 5000, strategy, |answers| {
+    elfen_cmd::fuzz::run("LC wire responses", 2000, strategy, |answers| {
         let mut r = Responses::new(
             t0,
             offsets.clone(),

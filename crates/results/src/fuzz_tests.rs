@@ -225,7 +225,7 @@ fn fuzz_result_json_mutations() {
     let base = serde_json::to_value(rich_file()).unwrap();
     let reached = Reached::default();
     let strategy = proptest::collection::vec(change(), 1..4);
-    elfen_cmd::fuzz::run("result file JSON", 3000, strategy, |changes| {
+    elfen_cmd::fuzz::run("result file JSON", 2000, strategy, |changes| {
         let mut v = base.clone();
         for c in &changes {
             let (Change::Replace(p, _) | Change::Remove(p) | Change::Repeat(p)) = c;

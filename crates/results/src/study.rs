@@ -286,7 +286,11 @@ pub enum LoadVerdict {
 /// (× LC alone's p99).
 pub fn verdict_rule(limit: f64) -> String {
     format!(
-        "per load, the p99 ratio to LC alone in each round (paired by round); the {:.0} %          confidence interval of its median over rounds (sign test: with 3-5 rounds the lowest          to the highest) decides — kept if it lies at or below {limit:.2}x, HURT if wholly          above, inconclusive if it straddles {limit:.2}x or there are fewer than {} rounds; a          series is HURT if any load is, kept if every load is, else inconclusive",
+        "per load, the median over rounds of the p99 ratio to LC alone (paired by round) and \
+         its {:.0} % confidence interval (sign test; with 3-5 rounds the lowest to the highest \
+         round): kept if the interval lies at or below {limit:.2}x, HURT if wholly above, \
+         inconclusive if it straddles {limit:.2}x or there are fewer than {} rounds; a \
+         configuration is HURT if any load is, kept if every load is, else inconclusive",
         VERDICT_CONFIDENCE * 100.0,
         MIN_VERDICT_ROUNDS
     )

@@ -122,7 +122,7 @@ pub fn terminal_report(f: &ResultFile) -> String {
     if !lines.is_empty() {
         let _ = writeln!(
             s,
-            "Verdicts: p99 against LC alone's by the paired ratio, at loads up to LC alone's knee{}\n  ({}):",
+            "Verdicts: p99 against LC alone's by the paired ratio, at loads up to LC alone's knee{}:\n  {}",
             study::knee_rps(f)
                 .map(|k| format!(" ({k:.0} rps)"))
                 .unwrap_or_default(),
