@@ -166,7 +166,7 @@ fn fuzz_the_generator_against_a_garbling_service() {
         proptest::collection::vec(any::<u8>(), 0..600),
     ];
     let stop = AtomicBool::new(false);
-    elfen_cmd::fuzz::run("LC wire over a socket", 120, strategy, |answer| {
+    elfen_cmd::fuzz::run("LC wire over a socket", 80, strategy, |answer| {
         tx.send(answer).unwrap();
         match run_invocation(addr, &plan, &place, &stop, |_| {}) {
             Ok(r) => {

@@ -37,6 +37,20 @@ pub fn run<S>(
     S: Strategy,
     S::Value: Debug,
 {
+    run_inner(target, cases, strategy, test, true);
+}
+
+/// [`run`], appending to the test log when `log`.
+fn run_inner<S>(
+    target: &str,
+    cases: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+    log: bool,
+) where
+    S: Strategy,
+    S::Value: Debug,
+{
     let config = Config {
         cases,
         failure_persistence: None,
@@ -48,12 +62,14 @@ pub fn run<S>(
     let result = runner.run(&strategy, test);
     let seconds = t0.elapsed().as_secs_f64();
     println!("fuzz {target}: {cases} cases in {seconds:.2} s (seed fixed by the target's name)");
-    append(&Entry::Fuzz {
-        suite: suite(),
-        target: target.to_string(),
-        cases: u64::from(cases),
-        seconds,
-    });
+    if log {
+        append(&Entry::Fuzz {
+            suite: suite(),
+            target: target.to_string(),
+            cases: u64::from(cases),
+            seconds,
+        });
+    }
     match result {
         Ok(()) => {}
         Err(TestError::Fail(why, input)) => {
@@ -77,20 +93,32 @@ mod tests {
     #[test]
     fn a_failing_case_is_shrunk_and_reported() {
         let r = std::panic::catch_unwind(|| {
-            run("shrinks", 500, 0u32..1000, |x| {
-                prop_assert!(x < 500);
-                Ok(())
-            })
+            run_inner(
+                "shrinks",
+                500,
+                0u32..1000,
+                |x| {
+                    prop_assert!(x < 500);
+                    Ok(())
+                },
+                false,
+            )
         });
         let msg = r.unwrap_err();
         let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(msg.contains("smallest failing input: 500"), "{msg}");
         // and a passing target runs every case
         let n = std::sync::atomic::AtomicU32::new(0);
-        run("counts", 300, any::<u8>(), |_| {
-            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Ok(())
-        });
+        run_inner(
+            "counts",
+            300,
+            any::<u8>(),
+            |_| {
+                n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            },
+            false,
+        );
         assert!(n.into_inner() >= 300);
     }
 }
