@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the project (what CI runs, via .ci/run):
-# formatting, lints, the Rust test suite, the C tests, the Java tests and the
-# golden vectors (Rust, C and Java all read testdata/signal/).
+# formatting, lints, the C tests, the Java tests, the Rust test suite and the
+# golden vectors (Rust, C and Java all read testdata/signal/); then lists
+# every test that was skipped (with what it needs) and the fuzz targets, and
+# fails when a skipped test needed something this machine offers.
 # Installs what is missing first. Build once, test many: the release binary
 # and the test binaries are each built once.
 set -euo pipefail
@@ -19,8 +21,11 @@ cargo fmt --all -- --check
 step "cargo clippy -D warnings"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 
-step "cargo test (workspace)"
-cargo test --locked --workspace
+# Every test that cannot run here records what it needs in this log (Rust:
+# elfen_cmd::skip; C: t_skip / $(SKIP)); the last step lists them with the
+# Java tests' skips and fails if one needed something this machine offers.
+export ELFEN_TEST_LOG="$PWD/target/test-log.tsv"
+mkdir -p target && : > "$ELFEN_TEST_LOG"
 
 if [ -f bindings/c/Makefile ]; then
   step "C ABI tests (bindings/c)"
@@ -29,9 +34,15 @@ fi
 
 step "Java bindings: signal page, Lucene server (bindings/java)"
 # A subshell keeps the JDK >= 22 that java-env.sh puts first off later steps.
+rm -rf bindings/java/*/target/surefire-reports
 ( . scripts/java-env.sh && mvn -B -ntp -f bindings/java/pom.xml verify )
 
-step "the harness against Lucene (needs the jar the Java step built)"
-cargo test --locked -p elfen-bench --test lucene
+step "cargo test (workspace; the harness against Lucene uses the jar the Java step built)"
+cargo test --locked --workspace
+
+step "skipped and fuzzed"
+cargo run --locked -q -p elfen-cmd --bin elfen-test-log -- "$ELFEN_TEST_LOG" \
+  --surefire bindings/java/signal/target/surefire-reports \
+  --surefire bindings/java/lucene/target/surefire-reports
 
 step "all tests passed"

@@ -592,7 +592,7 @@ int main(void) {
         test_threads(ELFEN_NAP_FUTEX, "futex");
         test_threads(ELFEN_NAP_HYBRID, "hybrid");
     } else {
-        t_note("skipped the LC/batch thread tests: CPUs 0 and 1 are not both available");
+        t_skip("the LC/batch thread tests", "cpus:2", "CPUs 0 and 1 are not both available");
     }
     sched_getaffinity(0, sizeof after, &after);
     CHECK(CPU_EQUAL(&before, &after), "the main thread's affinity is unchanged");

@@ -261,7 +261,7 @@ int main(void) {
         test_threads(ELFEN_NAP_SPIN, "spin");
         test_threads(ELFEN_NAP_FUTEX, "futex");
     } else {
-        t_note("skipped the LC/batch thread tests: CPUs 0 and 1 are not both available");
+        t_skip("the LC/batch thread tests", "cpus:2", "CPUs 0 and 1 are not both available");
     }
     t_finish();
 }

@@ -65,6 +65,26 @@ T_UNUSED static void t_note(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* A part of the test that cannot run here: prints it and appends one line
+ * to the test log named by $ELFEN_TEST_LOG (elfen_cmd::skip's format:
+ * skip, suite, test, need, reason — tab-separated), so that the test script
+ * lists it and fails when this machine offers `need` (a token such as
+ * "cpus:2", "root", "program:clang"). */
+T_UNUSED static void t_skip(const char *what, const char *need, const char *reason) {
+    fprintf(stderr, "%s: skipped %s: %s (needs %s)\n", t_name, what, reason, need);
+    const char *log = getenv("ELFEN_TEST_LOG");
+    if (!log || !*log) return;
+    FILE *f = fopen(log, "a");
+    if (!f) {
+        fprintf(stderr, "%s: cannot append to the test log %s: %s\n", t_name, log, strerror(errno));
+        return;
+    }
+    char line[1024];
+    int n = snprintf(line, sizeof line, "skip\tc/%s\t%s\t%s\t%s\n", t_name, what, need, reason);
+    if (n > 0) fwrite(line, 1, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1, f);
+    fclose(f);
+}
+
 /* ---- a temporary directory, removed at exit and on fatal signals ------- */
 static char t_dir[256];
 

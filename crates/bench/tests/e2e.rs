@@ -32,8 +32,7 @@ fn main() {
     }
     // The sweeps pin threads to the lanes: one lane user at a time, machine-wide.
     let _lanes = elfen_cmd::LaneLock::acquire().expect("the lane lock");
-    let t0 = std::time::Instant::now();
-    let tests: [(&str, fn()); 7] = [
+    let tests: [NamedTest<()>; 7] = [
         (
             "bad_runtime_input_fails_before_any_load",
             bad_runtime_input_fails_before_any_load,
@@ -63,45 +62,30 @@ fn main() {
             the_daemon_modes_protect_an_unmodified_service,
         ),
     ];
-    let only = std::env::args().nth(1);
-    let mut ran = 0;
-    for (name, f) in tests {
-        if only.as_deref().is_some_and(|o| !name.contains(o)) {
-            continue;
-        }
-        f();
-        ran += 1;
-        println!("test {name} ... ok");
-    }
+    run_tests(&tests, &());
     assert!(no_page_left(), "a signal page was left in /dev/shm");
-    println!(
-        "test result: ok. {ran} passed; finished in {:.2}s",
-        t0.elapsed().as_secs_f64()
-    );
 }
 
-fn every_configuration_runs_and_is_judged() {
+/// Every configuration but those on the kernel signal (the daemon-mode
+/// test runs them), with kernels and unmodified programs.
+fn every_configuration_runs_and_is_judged(_: &()) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
-    a.configs = Some("all".into());
+    a.configs = Some(configs_without_kernel_signal());
     a.programs = Some("xz,stress-ng".into());
     Command::Bench(a).run().unwrap();
     let json = dir.path().join("out/bench.json");
     let f = ResultFile::load(&json).unwrap();
     let run = f.run.as_ref().unwrap();
     let ran: Vec<Config> = study::configs(&f);
-    for c in Config::ALL.into_iter().filter(|c| c.in_harness()) {
-        if let Some(s) = run.skipped.iter().find(|s| s.config == c) {
-            println!("  {c}: skipped here ({})", s.reason);
-            if c.needs_lc_writer() {
-                // without --lc-signal bpf: run in the daemon-mode test
-                assert!(s.reason.contains("kernel signal"), "{c}: {}", s.reason);
-            } else {
-                assert!(!is_root(), "{c} skipped although root: {}", s.reason);
-            }
-            continue;
+    record_config_skips("every_configuration_runs_and_is_judged", run);
+    for c in Config::ALL
+        .into_iter()
+        .filter(|c| c.in_harness() && !c.needs_lc_writer())
+    {
+        if !run.skipped.iter().any(|s| s.config == c) {
+            assert!(ran.contains(&c), "{c} did not run: {ran:?}");
         }
-        assert!(ran.contains(&c), "{c} did not run: {ran:?}");
     }
     for p in &f.points {
         assert_eq!(p.reps.len(), 1);
@@ -162,6 +146,7 @@ fn every_configuration_runs_and_is_judged() {
     .run()
     .unwrap();
     assert!(dir.path().join("again/report.md").is_file());
+    Outcome::Ran
 }
 
 /// The daemon's modes in the harness, as `elfen daemon` runs them: an
@@ -170,10 +155,9 @@ fn every_configuration_runs_and_is_judged() {
 /// unmodified batch (a kernel without checks, and xz) handed back by
 /// `cpu.idle`, guards or the freezer — and borrow idle on the same kernel
 /// signal. Each ran, its batch progressed, the LC line was written.
-fn the_daemon_modes_protect_an_unmodified_service() {
-    if !is_root() {
-        println!("  skipped: the daemon's modes need root (BPF, cgroups, real-time guards)");
-        return;
+fn the_daemon_modes_protect_an_unmodified_service(_: &()) -> Outcome {
+    if !daemon_modes_ok("the_daemon_modes_protect_an_unmodified_service") {
+        return Outcome::Skipped;
     }
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
@@ -227,9 +211,10 @@ fn the_daemon_modes_protect_an_unmodified_service() {
         }
     }
     assert!(served_children_gone(), "the service was left running");
+    Outcome::Ran
 }
 
-fn the_builtin_service_runs_as_an_external_process() {
+fn the_builtin_service_runs_as_an_external_process(_: &()) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
     a.lc_command = Some(format!(
@@ -256,9 +241,10 @@ fn the_builtin_service_runs_as_an_external_process() {
         served_children_gone(),
         "the external service was left running"
     );
+    Outcome::Ran
 }
 
-fn a_service_closing_connections_counts_errors() {
+fn a_service_closing_connections_counts_errors(_: &()) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
     a.configs = Some("lc_alone".into());
@@ -270,9 +256,10 @@ fn a_service_closing_connections_counts_errors() {
     assert!(r.errors > 0, "{r:?}");
     assert_eq!(r.measured.as_ref().unwrap().connections_closed, 1);
     assert!(f.points[0].summary.errors > 0);
+    Outcome::Ran
 }
 
-fn bad_runtime_input_fails_before_any_load() {
+fn bad_runtime_input_fails_before_any_load(_: &()) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
@@ -318,12 +305,13 @@ fn bad_runtime_input_fails_before_any_load() {
     );
     assert!(served_children_gone(), "a failed service was left running");
     assert!(!dir.path().join("out/bench.json").exists(), "nothing ran");
+    Outcome::Ran
 }
 
 /// Ctrl-C after round 1 (of 3): the file keeps round 1 of both points (and
 /// round 2 of LC alone if it finished first), says it was interrupted, and
 /// every point says how many invocations it has.
-fn an_interrupted_sweep_keeps_finished_rounds() {
+fn an_interrupted_sweep_keeps_finished_rounds(_: &()) -> Outcome {
     use std::sync::atomic::{AtomicBool, Ordering};
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
@@ -377,10 +365,11 @@ fn an_interrupted_sweep_keeps_finished_rounds() {
         1,
         "round 2 of borrow idle never ran"
     );
+    Outcome::Ran
 }
 
-fn budget_policies_see_the_published_queue() {
-    queue::budget_is_spent_once_per_burst();
+fn budget_policies_see_the_published_queue(_: &()) -> Outcome {
+    queue::budget_is_spent_once_per_burst()
 }
 
 #[allow(dead_code)]

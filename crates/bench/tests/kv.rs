@@ -17,8 +17,8 @@
 //!   Debian package; a key space that is not there after filling fails
 //!   naming the key, and the server is stopped.
 //!
-//! Needs the servers of `scripts/deps/bench.apt` (without one it prints
-//! `skipped <test>: …`); without root (BPF, cgroups, real-time guards) it
+//! Needs the servers of `scripts/deps/bench.apt` (without one the test is a
+//! recorded skip, `elfen_cmd::skip`); without root (BPF, cgroups, real-time guards) it
 //! runs naive and sched_idle only, publishing nothing, and says so.
 //! `harness = false`: this binary is also the kernels' batch worker.
 
@@ -40,8 +40,7 @@ fn main() {
     }
     // The sweeps pin threads to the lanes: one lane user at a time, machine-wide.
     let _lanes = elfen_cmd::LaneLock::acquire().expect("the lane lock");
-    let t0 = std::time::Instant::now();
-    let tests: [(&str, fn()); 4] = [
+    let tests: [NamedTest<()>; 4] = [
         (
             "a_missing_server_fails_before_any_load",
             a_missing_server_fails_before_any_load,
@@ -59,21 +58,8 @@ fn main() {
             a_key_space_that_is_not_there_fails,
         ),
     ];
-    let only = std::env::args().nth(1);
-    let mut ran = 0;
-    for (name, f) in tests {
-        if only.as_deref().is_some_and(|o| !name.contains(o)) {
-            continue;
-        }
-        f();
-        ran += 1;
-        println!("test {name} ... ok");
-    }
+    run_tests(&tests, &());
     assert!(no_page_left(), "a signal page was left in /dev/shm");
-    println!(
-        "test result: ok. {ran} passed; finished in {:.2}s",
-        t0.elapsed().as_secs_f64()
-    );
 }
 
 /// Whether `program` is in `PATH`.
@@ -82,12 +68,14 @@ fn installed(program: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
-/// Whether `test` cannot run here for want of `kv`'s server (said so).
+/// Whether `test` cannot run here for want of `kv`'s server (the skip
+/// recorded).
 fn cannot_run(test: &str, kv: &KvSpec) -> bool {
     if !installed(&kv.command[0]) {
-        println!(
-            "skipped {test}: needs {} (Debian package {}, scripts/deps/bench.apt)",
-            kv.command[0], kv.package
+        elfen_cmd::skip::skip_test(
+            test,
+            elfen_cmd::skip::Need::Program(kv.command[0].clone()),
+            format!("Debian package {}, scripts/deps/bench.apt", kv.package),
         );
         return true;
     }
@@ -101,9 +89,12 @@ fn without_root(test: &str, spec: &mut BenchSpec, configs: &str) -> bool {
     if is_root() {
         return false;
     }
-    println!(
-        "  {test}: not root, so without the kernel signal and the daemon's modes (BPF, cgroups, \
-         real-time guards need root): {configs} only"
+    elfen_cmd::skip::skip_test(
+        &format!("{test}/daemon-modes"),
+        elfen_cmd::skip::Need::Root,
+        format!(
+            "the kernel signal and the daemon's modes (BPF, cgroups, real-time guards); ran {configs} only"
+        ),
     );
     spec.lc.signal = elfen_bench::spec::LcSignal::None;
     spec.configs = std::iter::once(Config::LcAlone)
@@ -145,17 +136,18 @@ fn run(dir: &Path, spec: BenchSpec) -> elfen_bench::error::Result<ResultFile> {
     .map(|o| o.result)
 }
 
-fn redis_runs_beside_every_daemon_mode() {
+fn redis_runs_beside_every_daemon_mode(_: &()) -> Outcome {
     let test = "redis_runs_beside_every_daemon_mode";
     if cannot_run(test, &KvSpec::redis()) {
-        return;
+        return Outcome::Skipped;
     }
     let dir = tempfile::tempdir().unwrap();
     let configs = "naive,sched_idle,cpu_idle,guard,blind_isolation,freeze";
     let mut spec = kv_spec(dir.path(), "redis", configs, 20_000);
     spec.programs = vec![elfen_bench::spec::ProgramKind::StressNg];
     if without_root(test, &mut spec, "naive,sched_idle") {
-        return redis_runs_without_root(dir.path(), spec);
+        redis_runs_without_root(dir.path(), spec);
+        return Outcome::Ran;
     }
     let f = run(dir.path(), spec).unwrap();
     let run = f.run.as_ref().unwrap();
@@ -249,6 +241,7 @@ fn redis_runs_beside_every_daemon_mode() {
         "{table}"
     );
     assert!(served_children_gone(), "redis was left running");
+    Outcome::Ran
 }
 
 /// Redis with naive and sched_idle, publishing nothing: the plumbing
@@ -273,10 +266,10 @@ fn redis_runs_without_root(dir: &Path, spec: BenchSpec) {
     assert!(served_children_gone(), "redis was left running");
 }
 
-fn memcached_runs_in_its_line_protocol() {
+fn memcached_runs_in_its_line_protocol(_: &()) -> Outcome {
     let test = "memcached_runs_in_its_line_protocol";
     if cannot_run(test, &KvSpec::memcached()) {
-        return;
+        return Outcome::Skipped;
     }
     let dir = tempfile::tempdir().unwrap();
     let mut spec = kv_spec(dir.path(), "memcached", "naive", 20_000);
@@ -299,9 +292,10 @@ fn memcached_runs_in_its_line_protocol() {
         }
     }
     assert!(served_children_gone(), "memcached was left running");
+    Outcome::Ran
 }
 
-fn a_missing_server_fails_before_any_load() {
+fn a_missing_server_fails_before_any_load(_: &()) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
     a.lc = Some("redis".into());
@@ -318,12 +312,13 @@ fn a_missing_server_fails_before_any_load() {
     );
     assert!(!dir.path().join("out/bench.json").exists());
     assert!(served_children_gone());
+    Outcome::Ran
 }
 
-fn a_key_space_that_is_not_there_fails() {
+fn a_key_space_that_is_not_there_fails(_: &()) -> Outcome {
     let test = "a_key_space_that_is_not_there_fails";
     if cannot_run(test, &KvSpec::redis()) {
-        return;
+        return Outcome::Skipped;
     }
     let dir = tempfile::tempdir().unwrap();
     let mut spec = kv_spec(dir.path(), "redis", "naive", 1000);
@@ -336,4 +331,5 @@ fn a_key_space_that_is_not_there_fails() {
         "{e}"
     );
     assert!(served_children_gone(), "redis was left running");
+    Outcome::Ran
 }

@@ -17,7 +17,8 @@
 //!   JVM (JIT and GC threads included) stays on the CPU it was given.
 //!
 //! Needs a JDK >= 22 and the built jar (`scripts/lucene.sh`, or the Maven
-//! package step); without them it prints `skipped: <reason>`.
+//! package step); without them it records a skip (`elfen_cmd::skip`) that
+//! names what is missing.
 //! `harness = false`: this binary is also the kernels' batch worker.
 
 #[allow(dead_code)] // the e2e tests use the rest
@@ -28,28 +29,26 @@ use elfen_bench::batch::ThreadPlan;
 use elfen_bench::batch::{BatchPlan, BatchProgram, BatchRun, ProgramKind, ProgramProcess};
 use elfen_bench::cli::Command;
 use elfen_bench::lc::{lucene, tasks};
+use elfen_cmd::skip::Need;
 use elfen_results::{Config, ResultFile, study};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// One test: the directory `setup` made.
-type Test = fn(&Path);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(code) = dispatch_child(&args) {
         std::process::exit(code);
     }
-    if let Err(why) = java_ready() {
-        println!("skipped: {why}");
+    if let Err((need, why)) = java_ready() {
+        elfen_cmd::skip::skip_test("lucene (every test)", need, why);
+        println!("test result: ok. 0 passed; 4 skipped");
         return;
     }
     // The sweeps pin threads to the lanes: one lane user at a time, machine-wide.
     let _lanes = elfen_cmd::LaneLock::acquire().expect("the lane lock");
-    let t0 = std::time::Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let data = setup(dir.path());
-    let tests: [(&str, Test); 4] = [
+    let tests: [NamedTest<Path>; 4] = [
         (
             "bad_lucene_input_fails_before_any_load",
             bad_lucene_input_fails_before_any_load,
@@ -67,28 +66,16 @@ fn main() {
             lucene_index_jvm_stays_on_its_cpu,
         ),
     ];
-    let only = std::env::args().nth(1);
-    let mut ran = 0;
-    for (name, f) in tests {
-        if only.as_deref().is_some_and(|o| !name.contains(o)) {
-            continue;
-        }
-        f(&data);
-        ran += 1;
-        println!("test {name} ... ok");
-    }
+    run_tests(&tests, &data);
     assert!(no_page_left(), "a signal page was left in /dev/shm");
     assert!(served_children_gone(), "a child process was left running");
-    println!(
-        "test result: ok. {ran} passed; finished in {:.2}s",
-        t0.elapsed().as_secs_f64()
-    );
 }
 
-/// Why the Lucene tests cannot run here, if they cannot.
-fn java_ready() -> Result<(), String> {
+/// What the Lucene tests need and why, if they cannot run here.
+fn java_ready() -> Result<(), (Need, String)> {
     let Some(root) = lucene::repo_root() else {
-        return Err(format!("{} not found", lucene::LAUNCHER));
+        let why = format!("{} not found", lucene::LAUNCHER);
+        return Err((Need::Input(lucene::LAUNCHER.into()), why));
     };
     let exe = lucene::launcher();
     let ok = std::process::Command::new(root.join("scripts/java-env.sh"))
@@ -97,14 +84,13 @@ fn java_ready() -> Result<(), String> {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        return Err("no JDK >= 22 (scripts/java-env.sh found none)".into());
+        let why = "no JDK >= 22 (scripts/java-env.sh found none)";
+        return Err((Need::Program("java".into()), why.into()));
     }
     let jar = lucene::jar_of(&exe);
     if !jar.is_file() {
-        return Err(format!(
-            "{} is not built (scripts/lucene.sh builds it)",
-            jar.display()
-        ));
+        let why = "not built (the Java step of scripts/test.sh, or scripts/lucene.sh, builds it)";
+        return Err((Need::Input(jar), why.into()));
     }
     Ok(())
 }
@@ -165,7 +151,7 @@ fn lucene_command(extra: &str) -> String {
     )
 }
 
-fn bad_lucene_input_fails_before_any_load(data: &Path) {
+fn bad_lucene_input_fails_before_any_load(data: &Path) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     // no index: pre-flight names the setup script; nothing starts
     let mut a = args(dir.path());
@@ -215,13 +201,14 @@ fn bad_lucene_input_fails_before_any_load(data: &Path) {
         !dir.path().join("out/bench.json").exists(),
         "no load was sent"
     );
+    Outcome::Ran
 }
 
-fn every_configuration_runs_against_lucene(_: &Path) {
+fn every_configuration_runs_against_lucene(_: &Path) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
     a.lc = Some("lucene".into());
-    a.configs = Some("all".into());
+    a.configs = Some(configs_without_kernel_signal());
     a.rps = Some("200".into());
     // A 1 µs budget: the 40-document index answers in tens of µs, often
     // within the tiny config's 50 µs, and a budget policy that never runs out
@@ -254,17 +241,14 @@ fn every_configuration_runs_against_lucene(_: &Path) {
     );
     assert!(f.demand.as_ref().is_some_and(|d| d.total() == 1237));
     let ran = study::configs(&f);
-    for c in Config::ALL.into_iter().filter(|c| c.in_harness()) {
-        if let Some(s) = run.skipped.iter().find(|s| s.config == c) {
-            println!("  {c}: skipped here ({})", s.reason);
-            if c.needs_lc_writer() {
-                assert!(s.reason.contains("kernel signal"), "{c}: {}", s.reason);
-            } else {
-                assert!(!is_root(), "{c} skipped although root: {}", s.reason);
-            }
-            continue;
+    record_config_skips("every_configuration_runs_against_lucene", run);
+    for c in Config::ALL
+        .into_iter()
+        .filter(|c| c.in_harness() && !c.needs_lc_writer())
+    {
+        if !run.skipped.iter().any(|s| s.config == c) {
+            assert!(ran.contains(&c), "{c} did not run against Lucene: {ran:?}");
         }
-        assert!(ran.contains(&c), "{c} did not run against Lucene: {ran:?}");
     }
     for p in &f.points {
         let r = &p.reps[0];
@@ -291,10 +275,13 @@ fn every_configuration_runs_against_lucene(_: &Path) {
     assert!(dir.path().join("out/bench-report/report.md").is_file());
 
     // the daemon's modes, on the kernel signal: Lucene then publishes nothing
+    if !daemon_modes_ok("every_configuration_runs_against_lucene/kernel signal") {
+        return Outcome::Ran;
+    }
     let mut a = args(dir.path());
     a.lc = Some("lucene".into());
     a.lc_signal = Some("bpf".into());
-    a.configs = Some("guard,freeze,borrow_idle".into());
+    a.configs = Some("guard,freeze,blind_isolation,borrow_idle".into());
     a.rps = Some("200".into());
     a.json = Some(dir.path().join("bpf/bench.json"));
     Command::Bench(a).run().unwrap();
@@ -305,15 +292,15 @@ fn every_configuration_runs_against_lucene(_: &Path) {
         "{}",
         run.lc.service
     );
+    assert!(run.skipped.is_empty(), "{:?}", run.skipped);
     let ran = study::configs(&f);
-    for c in [Config::Guard, Config::Freeze, Config::BorrowIdle] {
-        match run.skipped.iter().find(|s| s.config == c) {
-            Some(s) => {
-                println!("  {c} (kernel signal): skipped here ({})", s.reason);
-                assert!(!is_root(), "{c} skipped although root: {}", s.reason);
-            }
-            None => assert!(ran.contains(&c), "{c} did not run: {ran:?}"),
-        }
+    for c in [
+        Config::Guard,
+        Config::Freeze,
+        Config::BlindIsolation,
+        Config::BorrowIdle,
+    ] {
+        assert!(ran.contains(&c), "{c} did not run: {ran:?}");
     }
     for p in &f.points {
         assert!(
@@ -322,6 +309,7 @@ fn every_configuration_runs_against_lucene(_: &Path) {
             p.config
         );
     }
+    Outcome::Ran
 }
 
 /// A sweep config with the Java batch job as the only batch program.
@@ -336,7 +324,7 @@ fn java_batch_config(dir: &Path) -> PathBuf {
     cfg
 }
 
-fn lucene_index_naps_and_progresses_as_a_batch_program(_: &Path) {
+fn lucene_index_naps_and_progresses_as_a_batch_program(_: &Path) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
     a.config = Some(java_batch_config(dir.path()));
@@ -374,6 +362,7 @@ fn lucene_index_naps_and_progresses_as_a_batch_program(_: &Path) {
             assert!(r.utilization.batch > 0.0);
         }
     }
+    Outcome::Ran
 }
 
 /// `Cpus_allowed_list` and scheduling policy of every thread of `pid`.
@@ -399,7 +388,7 @@ fn threads_of(pid: u32) -> Vec<(String, String, i32)> {
     out
 }
 
-fn lucene_index_jvm_stays_on_its_cpu(_: &Path) {
+fn lucene_index_jvm_stays_on_its_cpu(_: &Path) -> Outcome {
     let kind = ProgramKind::LuceneIndex;
     let cpus = elfen_topo::current_affinity().unwrap();
     let cpu = *cpus.last().unwrap();
@@ -451,4 +440,5 @@ fn lucene_index_jvm_stays_on_its_cpu(_: &Path) {
     assert_eq!(mine(), 1, "the job's own temporary directory");
     drop(p);
     assert_eq!(mine(), 0, "the job's temporary directory was left behind");
+    Outcome::Ran
 }

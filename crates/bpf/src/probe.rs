@@ -16,13 +16,7 @@ const CAP_BPF: u32 = 39;
 fn creds() -> (u32, u64) {
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    (euid, cap_eff)
+    (euid, elfen_cmd::proc::effective_capabilities())
 }
 
 /// Fails unless the process holds CAP_SYS_ADMIN or CAP_BPF + CAP_PERFMON

@@ -1,7 +1,7 @@
 //! Both signal sources against a real child process: a busy/sleep loop
 //! pinned to one CPU, watched by tgid (and by cgroup for BPF). The BPF
-//! tests print "skipped: …" where BPF cannot load and then check that
-//! probe() names the reason.
+//! tests record a skip (`elfen_cmd::skip`, need `bpf`) where BPF cannot
+//! load and then check that probe() names the reason.
 
 use elfen_bpf::{BpfError, LcEvent, Options, PollSource, SchedSource, Source, probe};
 use std::os::unix::process::CommandExt;
@@ -45,7 +45,15 @@ struct ChildGuard(Child);
 
 impl ChildGuard {
     fn spawn(env: &str, uid: Option<u32>) -> std::io::Result<ChildGuard> {
-        let mut cmd = Command::new(std::env::current_exe()?);
+        ChildGuard::spawn_exe(&std::env::current_exe()?, env, uid)
+    }
+
+    fn spawn_exe(
+        exe: &std::path::Path,
+        env: &str,
+        uid: Option<u32>,
+    ) -> std::io::Result<ChildGuard> {
+        let mut cmd = Command::new(exe);
         cmd.args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, env)
             .stdin(Stdio::null())
@@ -104,7 +112,10 @@ fn bpf_or_skip(opts: &Options) -> Option<SchedSource> {
     match SchedSource::open(opts) {
         Ok(s) => Some(s),
         Err(e) => {
-            println!("skipped: BPF cannot load here: {e}");
+            elfen_cmd::skip::skip(
+                elfen_cmd::skip::Need::Bpf,
+                format!("BPF cannot load here: {e}"),
+            );
             let p = probe();
             assert!(!p.loadable());
             let reason = p.reason().expect("probe names a reason").to_string();
@@ -277,23 +288,23 @@ fn not_root_probe_names_the_reason() {
         }
         return;
     }
-    // As root: run the probe in a child process as user nobody.
+    // As root: run the probe in a child process as user nobody, from a
+    // copy of this binary that user can reach (the build directory may not
+    // be).
+    use std::os::unix::fs::PermissionsExt;
     let nobody = 65534;
-    let out = match ChildGuard::spawn("probe", Some(nobody)) {
-        Ok(mut c) => {
-            let mut s = String::new();
-            use std::io::Read;
-            c.0.stdout.take().unwrap().read_to_string(&mut s).unwrap();
-            s
-        }
-        Err(e) => {
-            println!("skipped: cannot run the test binary as uid {nobody}: {e}");
-            return;
-        }
-    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("probe-as-nobody");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = ChildGuard::spawn_exe(&exe, "probe", Some(nobody))
+        .unwrap_or_else(|e| panic!("cannot run {} as uid {nobody}: {e}", exe.display()));
+    let mut out = String::new();
+    use std::io::Read;
+    c.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     let Some(line) = out.lines().find_map(|l| l.find("PROBE ").map(|i| &l[i..])) else {
-        println!("skipped: the test binary did not run as uid {nobody} (not readable?): {out}");
-        return;
+        panic!("{} did not run as uid {nobody}: {out}", exe.display());
     };
     assert!(line.contains("loadable=false"), "{line}");
     assert!(line.contains("not privileged"), "{line}");

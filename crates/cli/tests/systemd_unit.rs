@@ -15,7 +15,10 @@ fn daemon_unit_verifies() {
         .into_iter()
         .find(|p| Path::new(p).exists());
     let Some(analyze) = analyze else {
-        println!("skipped: systemd-analyze is not installed; only the unit's text was checked");
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Program("systemd-analyze".into()),
+            "only the unit's text was checked",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -10,12 +10,17 @@
 //! | UTC timestamps for result directories | [`time`] |
 //! | one user of the lanes at a time, machine-wide (tests, benchmarks) | [`lanelock`] |
 //! | `/proc` readings (per-thread CPU time, machine ticks, load) and scheduling classes | [`proc`] |
+//! | tests that cannot run here: what they need, whether this machine offers it, the test log | [`skip`] |
+//! | bounded, seeded fuzzing in the tests (feature `fuzz`) | `fuzz` |
 #![deny(missing_docs)]
 
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod interrupt;
 pub mod lanelock;
 pub mod proc;
 pub mod progress;
+pub mod skip;
 pub mod time;
 
 pub use lanelock::LaneLock;

@@ -22,7 +22,10 @@ use std::time::{Duration, Instant};
 fn builds() -> Vec<CBuild> {
     let all = [CBuild::Plain, CBuild::Instrumented, CBuild::Fentry];
     for b in all.iter().filter(|b| !b.available()) {
-        println!("skipped: the {} build (x86-64 only)", b.name());
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Hardware(elfen_cmd::skip::Feature::X86_64),
+            format!("the {} build", b.name()),
+        );
     }
     all.into_iter().filter(|b| b.available()).collect()
 }

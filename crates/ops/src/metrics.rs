@@ -21,7 +21,8 @@
 //! `elfen_heartbeat_age_seconds` (absent when the controller never beat),
 //! `elfen_controller_alive` (1 = beating, or no heartbeat and the creator
 //! alive). A daemon registers its own metrics (guard occupations, cpuset
-//! changes, kills…) in the same [`Registry`] and serves it with [`serve`].
+//! changes, kills…) in the same [`Registry`] and serves it with [`serve`]
+//! (the endpoint and its bounds: [`server`]).
 
 use crate::status::{Controller, LaneStatus, PageStatus};
 use elfen_shm::Page;
@@ -31,15 +32,13 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
-/// The content type of the OpenMetrics text format.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub mod server;
+
+pub use server::{
+    CONTENT_TYPE, MetricsError, MetricsListener, MetricsServer, bind, serve, serve_on,
+};
 
 /// Emits a page's metrics at every scrape.
 #[derive(Debug)]
@@ -263,163 +262,4 @@ pub fn page_registry(page: Arc<Page>, stale_ms: f64) -> Registry {
     let mut r = Registry::default();
     r.register_collector(Box::new(PageCollector::new(page, stale_ms)));
     r
-}
-
-/// Errors of the metrics endpoint.
-#[derive(Debug, thiserror::Error)]
-pub enum MetricsError {
-    /// The port is taken by another process.
-    #[error(
-        "metrics address {addr} is in use (another elfen or exporter listens there; choose another port)"
-    )]
-    InUse {
-        /// The address.
-        addr: SocketAddr,
-    },
-    /// Binding failed for another reason.
-    #[error("cannot listen on metrics address {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
-
-/// A running metrics endpoint; stops when dropped.
-#[derive(Debug)]
-pub struct MetricsServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    scrapes: Arc<AtomicU64>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl MetricsServer {
-    /// The address it listens on (the port is resolved when 0 was asked).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Scrapes answered so far.
-    pub fn scrapes(&self) -> u64 {
-        self.scrapes.load(Relaxed)
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        // wake the blocking accept
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(100));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A bound, not yet serving, metrics address: bind first (a port in use is
-/// an error before anything else is done), serve once the registry exists.
-#[derive(Debug)]
-pub struct MetricsListener {
-    listener: TcpListener,
-    addr: SocketAddr,
-}
-
-impl MetricsListener {
-    /// The address (the port is resolved when 0 was asked).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-/// Binds `addr` for [`serve_on`].
-pub fn bind(addr: SocketAddr) -> Result<MetricsListener, MetricsError> {
-    let listener = TcpListener::bind(addr).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::AddrInUse {
-            MetricsError::InUse { addr }
-        } else {
-            MetricsError::Bind { addr, source }
-        }
-    })?;
-    let addr = listener.local_addr().unwrap_or(addr);
-    Ok(MetricsListener { listener, addr })
-}
-
-/// Serves `registry` at `http://<addr>/metrics` from one thread (scrapes are
-/// rare and small). Other paths get 404.
-pub fn serve(addr: SocketAddr, registry: Registry) -> Result<MetricsServer, MetricsError> {
-    serve_on(bind(addr)?, registry)
-}
-
-/// Serves `registry` on an address bound with [`bind`].
-pub fn serve_on(bound: MetricsListener, registry: Registry) -> Result<MetricsServer, MetricsError> {
-    let MetricsListener { listener, addr } = bound;
-    let stop = Arc::new(AtomicBool::new(false));
-    let scrapes = Arc::new(AtomicU64::new(0));
-    let (st, sc) = (stop.clone(), scrapes.clone());
-    let thread = std::thread::Builder::new()
-        .name("elfen-metrics".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                if st.load(Relaxed) {
-                    break;
-                }
-                if let Ok(c) = conn {
-                    if answer(c, &registry) {
-                        sc.fetch_add(1, Relaxed);
-                    }
-                }
-            }
-        })
-        .map_err(|source| MetricsError::Bind { addr, source })?;
-    Ok(MetricsServer {
-        addr,
-        stop,
-        scrapes,
-        thread: Some(thread),
-    })
-}
-
-/// Answers one HTTP request; returns whether it was a scrape.
-fn answer(mut c: TcpStream, registry: &Registry) -> bool {
-    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut first = String::new();
-    let mut r = BufReader::new(&c);
-    if r.read_line(&mut first).is_err() {
-        return false;
-    }
-    // drain the headers
-    let mut line = String::new();
-    while r.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
-        line.clear();
-    }
-    let mut parts = first.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, ctype, body, scrape) =
-        if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
-            let mut body = String::new();
-            match prometheus_client::encoding::text::encode(&mut body, registry) {
-                Ok(()) => ("200 OK", CONTENT_TYPE, body, true),
-                Err(_) => (
-                    "500 Internal Server Error",
-                    "text/plain",
-                    "encoding failed\n".into(),
-                    false,
-                ),
-            }
-        } else {
-            (
-                "404 Not Found",
-                "text/plain",
-                "elfen serves /metrics only\n".into(),
-                false,
-            )
-        };
-    let _ = write!(
-        c,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    scrape
 }

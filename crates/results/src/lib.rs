@@ -59,6 +59,14 @@ pub enum ResultsError {
         /// The JSON error (names line and column).
         source: serde_json::Error,
     },
+    /// The file parses but says something impossible.
+    #[error("{path}: {what}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What, and where in the file.
+        what: String,
+    },
     /// The file has another schema tag.
     #[error(
         "{path}: schema is {found:?}, this build reads {SCHEMA:?} (re-run the command that made it)"
@@ -71,5 +79,7 @@ pub enum ResultsError {
     },
 }
 
+#[cfg(test)]
+mod fuzz_tests;
 #[cfg(test)]
 mod tests;

@@ -86,10 +86,17 @@ impl ResultFile {
             path: p.clone(),
             source,
         })?;
+        ResultFile::parse(&text, &p)
+    }
+
+    /// Checks and reads the text of a result file (`path` names it in
+    /// errors).
+    pub fn parse(text: &str, path: &str) -> Result<ResultFile, ResultsError> {
+        let p = path.to_string();
         // Check the tag first so an old file gets a clear message rather
         // than a missing-field error.
         let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| ResultsError::Parse {
+            serde_json::from_str(text).map_err(|source| ResultsError::Parse {
                 path: p.clone(),
                 source,
             })?;
@@ -100,7 +107,29 @@ impl ResultFile {
                 found: found.to_string(),
             });
         }
-        serde_json::from_value(v).map_err(|source| ResultsError::Parse { path: p, source })
+        let f: ResultFile = serde_json::from_value(v).map_err(|source| ResultsError::Parse {
+            path: p.clone(),
+            source,
+        })?;
+        f.check()
+            .map_err(|what| ResultsError::Invalid { path: p, what })?;
+        Ok(f)
+    }
+
+    /// What JSON cannot say but the studies rely on: every distribution
+    /// well formed ([`Distribution::check`]). The first problem, named.
+    fn check(&self) -> Result<(), String> {
+        if let Some(d) = &self.demand {
+            d.check().map_err(|e| format!("demand: {e}"))?;
+        }
+        for (i, p) in self.points.iter().enumerate() {
+            for (what, d) in [("idle_periods", &p.idle_periods), ("service", &p.service)] {
+                if let Some(d) = d {
+                    d.check().map_err(|e| format!("points[{i}].{what}: {e}"))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes the file atomically (temp file in the same directory, then
@@ -553,14 +582,47 @@ impl Distribution {
         }
     }
 
+    /// Whether the buckets are well formed: `counts.len() + 1` finite,
+    /// ascending edges, `sums` empty or one per bucket, and a total that
+    /// fits in a `u64`. The reason when not.
+    pub fn check(&self) -> Result<(), String> {
+        if self.edges.len() != self.counts.len() + 1 {
+            return Err(format!(
+                "{} edges for {} buckets (one more edge than buckets)",
+                self.edges.len(),
+                self.counts.len()
+            ));
+        }
+        if self.edges.iter().any(|e| !e.is_finite()) || self.edges.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err("edges must be finite and ascending".into());
+        }
+        if !self.sums.is_empty() && self.sums.len() != self.counts.len() {
+            return Err(format!(
+                "{} sums for {} buckets",
+                self.sums.len(),
+                self.counts.len()
+            ));
+        }
+        if self
+            .counts
+            .iter()
+            .try_fold(0u64, |a, c| a.checked_add(*c))
+            .is_none()
+        {
+            return Err("the counts add up to more than 2^64".into());
+        }
+        Ok(())
+    }
+
     /// Adds one value; values outside the edges go to the first or last bucket.
     pub fn record(&mut self, x: f64) {
-        let n = self.counts.len();
+        let n = self.counts.len().min(self.edges.len().saturating_sub(1));
         if n == 0 {
             return;
         }
-        let i = self.edges.partition_point(|e| *e <= x).clamp(1, n) - 1;
-        self.counts[i] += 1;
+        let i = self.edges[..=n].partition_point(|e| *e <= x).clamp(1, n) - 1;
+        self.counts[i] = self.counts[i].saturating_add(1);
         if self.sums.len() == n {
             self.sums[i] += x;
         }
@@ -573,7 +635,7 @@ impl Distribution {
             return false;
         }
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
         if self.sums.len() == other.sums.len() {
             for (a, b) in self.sums.iter_mut().zip(&other.sums) {
@@ -583,9 +645,9 @@ impl Distribution {
         true
     }
 
-    /// Number of values recorded.
+    /// Number of values recorded (saturating).
     pub fn total(&self) -> u64 {
-        self.counts.iter().sum()
+        self.counts.iter().fold(0u64, |a, c| a.saturating_add(*c))
     }
 
     /// An approximate quantile `q` in `[0, 1]` (the upper edge of the bucket
@@ -596,11 +658,11 @@ impl Distribution {
             return None;
         }
         let target = (q.clamp(0.0, 1.0) * total as f64).ceil().max(1.0) as u64;
-        let mut seen = 0;
+        let mut seen = 0u64;
         for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
+            seen = seen.saturating_add(*c);
             if seen >= target {
-                return Some(self.edges[i + 1]);
+                return self.edges.get(i + 1).or(self.edges.last()).copied();
             }
         }
         self.edges.last().copied()

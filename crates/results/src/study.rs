@@ -233,6 +233,69 @@ pub fn slo_us(f: &ResultFile) -> Option<f64> {
         .or_else(|| f.points.iter().find_map(|p| p.summary.slo_p99_us))
 }
 
+/// The least confidence of the interval a verdict rests on.
+pub const VERDICT_CONFIDENCE: f64 = 0.75;
+
+/// Fewest rounds whose interval of the median reaches
+/// [`VERDICT_CONFIDENCE`] (3: the lowest and highest of 3 rounds cover the
+/// median with 75 %).
+pub const MIN_VERDICT_ROUNDS: usize = 3;
+
+/// A distribution-free confidence interval for the median of `xs` (the
+/// sign test's): the order statistics `x(k)` and `x(n+1-k)` for the
+/// largest `k` whose coverage, `1 - 2 P[Binomial(n, 1/2) < k]`, is at
+/// least `confidence`. With 3 to 5 values at 75 % that is their lowest and
+/// highest, with 6 to 8 the second lowest and second highest. `None` when
+/// even the lowest and highest cover less (fewer than 3 values at 75 %) or a
+/// value is not finite.
+pub fn median_interval(xs: &[f64], confidence: f64) -> Option<(f64, f64)> {
+    let n = xs.len();
+    if n == 0 || xs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    // tail = P[Binomial(n, 1/2) < k], growing with k
+    let mut p = 0.5f64.powi(i32::try_from(n).unwrap_or(i32::MAX));
+    let mut tail = 0.0;
+    let mut best = None;
+    for k in 1..=n.div_ceil(2) {
+        tail += p;
+        p *= (n - (k - 1)) as f64 / k as f64;
+        if 1.0 - 2.0 * tail >= confidence - 1e-12 {
+            best = Some(k);
+        } else {
+            break;
+        }
+    }
+    best.map(|k| (v[k - 1], v[n - k]))
+}
+
+/// What one load's rounds say against the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadVerdict {
+    /// The interval of the median ratio lies at or below the limit.
+    Kept,
+    /// The interval lies wholly above the limit.
+    Hurt,
+    /// The interval straddles the limit, or there are too few rounds for one.
+    Inconclusive,
+}
+
+/// The rule every verdict follows, in words, for a limit of `limit`
+/// (× LC alone's p99).
+pub fn verdict_rule(limit: f64) -> String {
+    format!(
+        "per load, the median over rounds of the p99 ratio to LC alone (paired by round) and \
+         its {:.0} % confidence interval (sign test; with 3-5 rounds the lowest to the highest \
+         round): kept if the interval lies at or below {limit:.2}x, HURT if wholly above, \
+         inconclusive if it straddles {limit:.2}x or there are fewer than {} rounds; a \
+         configuration is HURT if any load is, kept if every load is, else inconclusive",
+        VERDICT_CONFIDENCE * 100.0,
+        MIN_VERDICT_ROUNDS
+    )
+}
+
 /// One load of a [`Protection`] judgement.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadJudgement {
@@ -252,20 +315,26 @@ pub struct LoadJudgement {
     pub util_total: f64,
     /// LC alone's median total utilization.
     pub base_util_total: f64,
-    /// The ratio judged: the paired median where rounds pair up, else the
+    /// The ratio shown: the paired median where rounds pair up, else the
     /// ratio of medians.
     pub ratio: f64,
-    /// `ratio <= 1 + tolerance`.
-    pub kept: bool,
+    /// The [`VERDICT_CONFIDENCE`] interval of the median ratio over rounds
+    /// (paired; where rounds do not pair, each invocation's p99 over LC
+    /// alone's median); `None` with fewer than [`MIN_VERDICT_ROUNDS`].
+    pub interval: Option<(f64, f64)>,
+    /// The interval against the limit.
+    pub verdict: LoadVerdict,
 }
 
-/// What a protection judgement concluded.
+/// What a protection judgement concluded ([`verdict_rule`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// p99 within the tolerance of LC alone at every judged load.
     Kept,
     /// Worse than the tolerance at one judged load or more.
     Hurt,
+    /// Neither: at some load the rounds straddle the limit (or are too few).
+    Inconclusive,
     /// No load to judge (no LC-alone point, or none up to the knee).
     NotJudged,
 }
@@ -276,8 +345,33 @@ impl Verdict {
         match self {
             Verdict::Kept => "kept p99",
             Verdict::Hurt => "HURT p99",
+            Verdict::Inconclusive => "inconclusive",
             Verdict::NotJudged => "not judged",
         }
+    }
+}
+
+/// The per-round ratios of `p` to `base` the interval is taken over: paired
+/// by round where the file's rounds pair, else each invocation's p99 over
+/// LC alone's median p99.
+fn round_ratios(f: &ResultFile, p: &Point, base: &Point) -> Vec<f64> {
+    if paired_rounds(f) {
+        return paired_p99_ratios(p, base);
+    }
+    let b = base.summary.latency_us.p99.median;
+    if b > 0.0 {
+        p.reps.iter().map(|r| r.latency_us.p99 / b).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// The verdict of one load whose median-ratio interval is `interval`.
+pub fn load_verdict(interval: Option<(f64, f64)>, limit: f64) -> LoadVerdict {
+    match interval {
+        Some((_, hi)) if hi <= limit => LoadVerdict::Kept,
+        Some((lo, _)) if lo > limit => LoadVerdict::Hurt,
+        _ => LoadVerdict::Inconclusive,
     }
 }
 
@@ -293,12 +387,13 @@ pub struct Protection {
     pub verdict: Verdict,
 }
 
-/// Judges every series with batch work against LC alone: at each load up
-/// to the knee of LC alone's curve, the paired p99 ratio's median (ratio of
-/// medians where rounds do not pair) must be at most `1 + tolerance`.
-/// `knee_rps` overrides the file's own knee (`None`: [`knee_rps`]).
+/// Judges every series with batch work against LC alone at each load up to
+/// the knee of LC alone's curve, by [`verdict_rule`] with the limit
+/// `1 + tolerance`. `knee_rps` overrides the file's own knee (`None`:
+/// [`knee_rps`]).
 pub fn protection(f: &ResultFile, tolerance: f64, knee: Option<f64>) -> Vec<Protection> {
     let knee = knee.or_else(|| knee_rps(f));
+    let limit = 1.0 + tolerance;
     let mut out = Vec::new();
     for key in series_keys(f).into_iter().filter(|k| k.config.has_batch()) {
         let mut loads = Vec::new();
@@ -314,6 +409,7 @@ pub fn protection(f: &ResultFile, tolerance: f64, knee: Option<f64>) -> Vec<Prot
             let Some(ratio) = paired.map(|s| s.median).or(rom) else {
                 continue;
             };
+            let interval = median_interval(&round_ratios(f, p, base), VERDICT_CONFIDENCE);
             loads.push(LoadJudgement {
                 rps: p.rps_target,
                 paired,
@@ -324,15 +420,18 @@ pub fn protection(f: &ResultFile, tolerance: f64, knee: Option<f64>) -> Vec<Prot
                 util_total: p.summary.utilization.total.median,
                 base_util_total: base.summary.utilization.total.median,
                 ratio,
-                kept: ratio <= 1.0 + tolerance,
+                interval,
+                verdict: load_verdict(interval, limit),
             });
         }
         let verdict = if loads.is_empty() {
             Verdict::NotJudged
-        } else if loads.iter().all(|l| l.kept) {
+        } else if loads.iter().any(|l| l.verdict == LoadVerdict::Hurt) {
+            Verdict::Hurt
+        } else if loads.iter().all(|l| l.verdict == LoadVerdict::Kept) {
             Verdict::Kept
         } else {
-            Verdict::Hurt
+            Verdict::Inconclusive
         };
         out.push(Protection {
             key,
@@ -438,7 +537,7 @@ pub fn rep_stat(p: &Point, f: impl Fn(&Rep) -> Option<f64>) -> Option<Stat> {
 /// to `x`, counting the bucket holding `x` in proportion — e.g. the share of
 /// idle time in idle periods shorter than `x` (the paper's Figure 5).
 pub fn share_below(d: &Distribution, x: f64) -> Option<f64> {
-    if d.sums.len() != d.counts.len() {
+    if d.sums.len() != d.counts.len() || d.edges.len() != d.counts.len() + 1 {
         return None;
     }
     let total: f64 = d.sums.iter().sum();

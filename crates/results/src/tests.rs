@@ -146,3 +146,53 @@ fn distribution_buckets_quantiles_and_merge() {
     assert!(!d.merge(&Distribution::log_buckets("us", 1.0, 10.0, 1)));
     assert_eq!(d.total(), 10, "other edges: unchanged");
 }
+
+/// Found by the reader's fuzzing: counts that add up past 2^64 panicked
+/// the report (`Distribution::total` overflowed), and mismatched edges
+/// indexed out of bounds. The reader refuses both, naming where; the
+/// methods themselves saturate and stay in bounds.
+#[test]
+fn impossible_distributions_are_refused_by_the_reader() {
+    let mut f = ResultFile::new(
+        Source::Measured,
+        "elfen bench".into(),
+        serde_json::json!({}),
+        serde_json::json!({}),
+    );
+    let mut d = Distribution::log_buckets("us", 1.0, 100.0, 1);
+    d.counts = vec![u64::MAX, u64::MAX];
+    f.demand = Some(d.clone());
+    let text = serde_json::to_string(&f).unwrap();
+    let e = ResultFile::parse(&text, "x.json").unwrap_err().to_string();
+    assert!(
+        e.contains("x.json") && e.contains("demand") && e.contains("2^64"),
+        "{e}"
+    );
+    assert_eq!(d.total(), u64::MAX);
+    assert_eq!(d.quantile(0.5), Some(10.0));
+
+    let mut short = Distribution::log_buckets("us", 1.0, 100.0, 1);
+    short.edges.truncate(1);
+    short.counts = vec![1, 2];
+    f.demand = None;
+    f.points.push(Point {
+        config: Config::LcAlone,
+        label: None,
+        batch: None,
+        rps_target: 1.0,
+        summary: Summary::of(&[rep(1, 10.0, 1.0)], None),
+        reps: vec![rep(1, 10.0, 1.0)],
+        idle_periods: None,
+        service: Some(short.clone()),
+    });
+    let text = serde_json::to_string(&f).unwrap();
+    let e = ResultFile::parse(&text, "x.json").unwrap_err().to_string();
+    assert!(
+        e.contains("points[0].service") && e.contains("edges"),
+        "{e}"
+    );
+    assert_eq!(short.quantile(1.0), Some(1.0));
+    assert_eq!(crate::study::share_below(&short, 5.0), None);
+    short.record(3.0);
+    assert_eq!(short.total(), 3);
+}

@@ -361,7 +361,8 @@ fn permission_model_is_enforced_by_the_os() {
     let page = Page::create(&p, &two_lanes()).unwrap();
     assert_eq!(Segment::stat(page.batch_shmid()).unwrap().mode, 0o644);
     if !is_root() {
-        println!("not root: cannot switch to a batch user; checked modes only");
+        let why = "switches to a batch user (the modes were checked)";
+        elfen_cmd::skip::skip(elfen_cmd::skip::Need::Root, why);
         return;
     }
     let sh_as_nobody = |script: &str| {
@@ -458,7 +459,8 @@ fn untrusted_page_files_are_refused_naming_owner_and_mode() {
     let e = Page::attach(&f, Access::Observer).unwrap_err().to_string();
     assert!(e.contains("not a regular file"), "{e}");
     if !is_root() {
-        println!("not root: cannot give a page file to another user; checked modes only");
+        let why = "gives a page file to another user (the modes were checked)";
+        elfen_cmd::skip::skip(elfen_cmd::skip::Need::Root, why);
         return;
     }
     // owned by another user (a squatter): refused, naming them
@@ -495,7 +497,8 @@ fn a_batch_segment_of_another_user_is_not_the_pages() {
     // The page names a segment id that now belongs to a segment another
     // user created (the page's own was freed and its id reused): refused.
     if !is_root() {
-        println!("not root: cannot create a segment as another user; skipped that case");
+        let why = "creates a segment as another user";
+        elfen_cmd::skip::skip(elfen_cmd::skip::Need::Root, why);
         return;
     }
     let d = tmp();

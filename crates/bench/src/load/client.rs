@@ -222,6 +222,87 @@ fn encode(
     }
 }
 
+/// What the responses of one invocation add up to: latency from intended
+/// send times, the service's own service and queue times, and the service
+/// time of the responses inside the measured window. Every field of a
+/// response comes from the service, so any value is taken: an unknown or
+/// repeated id is an error, sums saturate.
+#[derive(Debug)]
+pub struct Responses {
+    acc: Accounting,
+    service: Distribution,
+    queued: Distribution,
+    outside: Distribution,
+    window_service_ns: u64,
+    win: (u64, u64),
+}
+
+impl Responses {
+    /// For requests intended at `t0 + offsets[i]`, measured from
+    /// `t0 + warmup_ns`, with the measured window `win` (ns, monotonic).
+    pub fn new(t0: u64, offsets: Vec<u64>, warmup_ns: u64, win: (u64, u64)) -> Responses {
+        Responses {
+            acc: Accounting::new(t0, offsets, warmup_ns),
+            service: latency_buckets(),
+            queued: latency_buckets(),
+            outside: latency_buckets(),
+            window_service_ns: 0,
+            win,
+        }
+    }
+
+    /// A response of elfen's wire protocol that arrived at `now` (ns, monotonic).
+    pub fn on_response(&mut self, r: &Response, now: u64) {
+        self.on_answer(
+            &Answer {
+                id: r.id,
+                ok: r.status == Status::Ok,
+                service_ns: r.service_ns,
+                queued_ns: r.queued_ns,
+            },
+            now,
+        );
+    }
+
+    /// A response of any protocol that arrived at `now` (ns, monotonic).
+    fn on_answer(&mut self, r: &Answer, now: u64) {
+        if !r.ok {
+            self.acc.on_failure(r.id as usize, now);
+            return;
+        }
+        if now >= self.win.0 && now < self.win.1 {
+            self.window_service_ns = self.window_service_ns.saturating_add(r.service_ns);
+        }
+        if let Some(lat) = self.acc.on_response(r.id as usize, now) {
+            if r.service_ns > 0 {
+                self.service.record(r.service_ns as f64 / 1e3);
+                self.queued.record(r.queued_ns as f64 / 1e3);
+                let inside = r.service_ns.saturating_add(r.queued_ns);
+                self.outside.record(lat.saturating_sub(inside) as f64 / 1e3);
+            }
+        }
+    }
+
+    /// Whether every request has been answered.
+    pub fn all_answered(&self) -> bool {
+        self.acc.all_answered()
+    }
+
+    /// The service time of the responses that arrived inside the window, ns.
+    pub fn window_service_ns(&self) -> u64 {
+        self.window_service_ns
+    }
+
+    /// Ends the accounting at `now` (unanswered requests are errors).
+    pub fn finish(self, now: u64) -> (Outcome, [Distribution; 3], u64) {
+        (
+            self.acc.finish(now),
+            [self.service, self.queued, self.outside],
+            self.window_service_ns,
+        )
+    }
+}
+
 /// Runs one invocation in `protocol` (for text protocols the plan's picks
 /// are keys); `on_edge` is called on the calling thread at the window's
 /// start and end. `stop` (Ctrl-C) ends it early with
@@ -356,16 +437,13 @@ fn receive(
     sender_done: &AtomicU64,
     quit: &AtomicBool,
 ) -> Received {
-    let mut acc = Accounting::new(t0, plan.offsets.clone(), plan.warmup_ns);
-    let (mut service, mut queued, mut outside) =
-        (latency_buckets(), latency_buckets(), latency_buckets());
-    let mut window_service_ns = 0u64;
+    let mut resp = Responses::new(t0, plan.offsets.clone(), plan.warmup_ns, win);
     let mut reader = Reader::new(0);
     let span_end = t0 + plan.offsets.last().copied().unwrap_or(0);
     let mut closed = false;
     let mut protocol_error = None;
     'read: loop {
-        if acc.all_answered() || quit.load(Ordering::Relaxed) {
+        if resp.all_answered() || quit.load(Ordering::Relaxed) {
             break;
         }
         let done = sender_done.load(Ordering::Acquire);
@@ -380,28 +458,12 @@ fn receive(
             Ok(_) => {
                 let now = mono_ns();
                 loop {
-                    let r = match reader.pop(protocol) {
-                        Ok(Some(r)) => r,
+                    match reader.pop(protocol) {
+                        Ok(Some(r)) => resp.on_answer(&r, now),
                         Ok(None) => break,
                         Err(e) => {
                             protocol_error = Some(e);
                             break 'read;
-                        }
-                    };
-                    if !r.ok {
-                        acc.on_failure(r.id as usize, now);
-                        continue;
-                    }
-                    if now >= win.0 && now < win.1 {
-                        window_service_ns += r.service_ns;
-                    }
-                    if let Some(lat) = acc.on_response(r.id as usize, now) {
-                        if r.service_ns > 0 {
-                            service.record(r.service_ns as f64 / 1e3);
-                            queued.record(r.queued_ns as f64 / 1e3);
-                            outside.record(
-                                lat.saturating_sub(r.service_ns + r.queued_ns) as f64 / 1e3,
-                            );
                         }
                     }
                 }
@@ -413,8 +475,9 @@ fn receive(
             }
         }
     }
+    let (outcome, [service, queued, outside], window_service_ns) = resp.finish(mono_ns());
     Received {
-        outcome: acc.finish(mono_ns()),
+        outcome,
         service,
         queued,
         outside,
@@ -500,4 +563,37 @@ pub fn measure_demand(
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the wire fuzzing: a service answering with service and
+    /// queue times near 2^64 overflowed the generator's sums (a panic in a
+    /// debug build, a wrapped busy time in release). They saturate; unknown
+    /// and repeated ids are errors.
+    #[test]
+    fn responses_with_extreme_fields_are_counted_not_panicked_on() {
+        let t0 = 1_000_000;
+        let mut r = Responses::new(t0, vec![0, 10, 20], 0, (t0, t0 + 1_000_000));
+        let huge = |id| Response {
+            id,
+            service_ns: u64::MAX,
+            queued_ns: u64::MAX,
+            status: Status::Ok,
+            result: 0,
+        };
+        r.on_response(&huge(0), t0 + 100);
+        r.on_response(&huge(1), t0 + 200);
+        r.on_response(&huge(1), t0 + 300); // repeated
+        r.on_response(&huge(u64::MAX), t0 + 400); // unknown
+        assert_eq!(r.window_service_ns(), u64::MAX);
+        assert!(!r.all_answered());
+        let (outcome, [service, _, outside], _) = r.finish(t0 + 2_000_000);
+        assert_eq!(outcome.requests, 2);
+        // request 2 unanswered, one repeat, one unknown id
+        assert_eq!(outcome.errors, 3);
+        assert_eq!((service.total(), outside.total()), (2, 2));
+    }
 }

@@ -122,10 +122,11 @@ pub fn terminal_report(f: &ResultFile) -> String {
     if !lines.is_empty() {
         let _ = writeln!(
             s,
-            "Verdicts: p99 against LC alone's by the paired ratio, at loads up to LC alone's knee{}:",
+            "Verdicts: p99 against LC alone's by the paired ratio, at loads up to LC alone's knee{}:\n  {}",
             study::knee_rps(f)
                 .map(|k| format!(" ({k:.0} rps)"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            verdicts::rule_line(f)
         );
         for l in lines {
             let _ = writeln!(s, "  {l}");
@@ -274,6 +275,7 @@ fn results_section(md: &mut String, i: &Input) {
     let lines = verdicts::protection_lines(f);
     if !lines.is_empty() {
         md.push_str("### Verdicts (p99 vs LC alone, paired ratio, loads up to the knee)\n\n");
+        let _ = writeln!(md, "{}\n", verdicts::rule_line(f));
         for l in lines {
             let _ = writeln!(md, "- {l}");
         }

@@ -107,6 +107,11 @@ fn the_terminal_report_gives_verdicts_and_targets() {
     assert!(t.contains("SLO: p99 <= 3.00 ms"), "{t}");
     assert!(t.contains("kept p99   borrow_idle · stream"), "{t}");
     assert!(t.contains("HURT p99   naive · stream"), "{t}");
+    // the rule the words follow is stated with the run's limit
+    assert!(
+        t.contains("rule: per load") && t.contains("inconclusive if it straddles 1.10x"),
+        "{t}"
+    );
     assert!(t.contains("knee (1000 rps)"), "{t}");
     assert!(t.contains("[met] borrow_idle · stream"), "{t}");
     assert!(!t.contains("issue"), "user-facing output speaks of targets");

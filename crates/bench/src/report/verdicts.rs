@@ -6,7 +6,7 @@
 //! headroom, the default sweep fits in five minutes).
 
 use crate::spec::BenchSpec;
-use elfen_results::study::{self, Protection, Verdict};
+use elfen_results::study::{self, LoadVerdict, Protection, Verdict};
 use elfen_results::{Config, ResultFile};
 use std::fmt::Write as _;
 
@@ -27,8 +27,14 @@ fn knee_words(f: &ResultFile) -> String {
     }
 }
 
+/// The rule the verdicts of `f` follow, in words (with its limit).
+pub fn rule_line(f: &ResultFile) -> String {
+    format!("rule: {}", study::verdict_rule(1.0 + tolerance(f)))
+}
+
 /// One line per protection judgement: the verdict, then per load the
-/// paired ratio (median, spread, rounds) and the total utilization.
+/// paired ratio (median, spread, rounds; `✗` above the limit, `?`
+/// inconclusive) and the total utilization.
 pub fn protection_lines(f: &ResultFile) -> Vec<String> {
     let tol = tolerance(f);
     study::protection(f, tol, None)
@@ -51,7 +57,11 @@ fn protection_line(p: &Protection, tol: f64) -> String {
             s,
             " {:.0} rps {ratio}{}, util {:.2} vs {:.2};",
             l.rps,
-            if l.kept { "" } else { " ✗" },
+            match l.verdict {
+                LoadVerdict::Kept => "",
+                LoadVerdict::Hurt => " ✗",
+                LoadVerdict::Inconclusive => " ?",
+            },
             l.util_total,
             l.base_util_total
         );
@@ -100,7 +110,11 @@ pub fn targets(f: &ResultFile) -> Vec<Target> {
                 1.0 + tol,
                 knee_words(f)
             ),
-            met: (p.verdict != Verdict::NotJudged).then(|| p.verdict == Verdict::Kept && util_ok),
+            met: match p.verdict {
+                Verdict::Kept => Some(util_ok),
+                Verdict::Hurt => Some(false),
+                Verdict::Inconclusive | Verdict::NotJudged => None,
+            },
             detail: protection_line(p, tol),
         });
     }

@@ -179,3 +179,92 @@ pub fn served_children_gone() -> bool {
     }
     true
 }
+
+/// What a test of these runners did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran (and passed: a failure panics).
+    Ran,
+    /// It could not run here; the skip is recorded (`elfen_cmd::skip`).
+    Skipped,
+}
+
+/// A test of these runners: its name and body (given the runner's argument).
+pub type NamedTest<T> = (&'static str, fn(&T) -> Outcome);
+
+/// Runs the tests named in `tests` (all, or those whose name contains the
+/// first argument), printing each outcome and the counts: a skip is
+/// reported as one, not as a pass.
+pub fn run_tests<T: ?Sized>(tests: &[NamedTest<T>], arg: &T) {
+    let t0 = std::time::Instant::now();
+    let only = std::env::args().nth(1);
+    let (mut passed, mut skipped) = (0, 0);
+    for (name, f) in tests {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        match f(arg) {
+            Outcome::Ran => {
+                passed += 1;
+                println!("test {name} ... ok");
+            }
+            Outcome::Skipped => {
+                skipped += 1;
+                println!("test {name} ... skipped");
+            }
+        }
+    }
+    println!(
+        "test result: ok. {passed} passed; {skipped} skipped; finished in {:.2}s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// Whether the daemon's modes can run here — root (guards at real-time
+/// priority, cgroups) and BPF (the kernel signal) — recording the skip of
+/// `test` when not.
+pub fn daemon_modes_ok(test: &str) -> bool {
+    use elfen_cmd::skip::{Need, skip_test};
+    if !is_root() {
+        skip_test(
+            test,
+            Need::Root,
+            "the daemon's modes: cgroups, real-time guards",
+        );
+        return false;
+    }
+    let p = elfen_bpf::probe();
+    if !p.loadable() {
+        let why = p.reason().map(|e| e.to_string()).unwrap_or_default();
+        skip_test(test, Need::Bpf, format!("the kernel signal: {why}"));
+        return false;
+    }
+    true
+}
+
+/// Every configuration of the harness that runs without the kernel signal,
+/// comma-separated (those that need it run in the daemon-mode tests).
+pub fn configs_without_kernel_signal() -> String {
+    elfen_results::Config::ALL
+        .into_iter()
+        .filter(|c| c.in_harness() && !c.needs_lc_writer())
+        .map(|c| c.name())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Records every configuration `run` skipped as a skip of `test/<config>`
+/// (all of them need root: a cgroup or real-time threads), and fails when
+/// this process is root, which should have run it.
+pub fn record_config_skips(test: &str, run: &elfen_results::Run) {
+    for s in &run.skipped {
+        let name = format!("{test}/{}", s.config);
+        elfen_cmd::skip::skip_test(&name, elfen_cmd::skip::Need::Root, &s.reason);
+        assert!(
+            !is_root(),
+            "{} skipped although root: {}",
+            s.config,
+            s.reason
+        );
+    }
+}

@@ -102,11 +102,13 @@ fn drive(addr: SocketAddr, bat: u32, fifo: SchedClass, page: &Page) -> Vec<u64> 
     coruns
 }
 
-pub fn budget_is_spent_once_per_burst() {
+pub fn budget_is_spent_once_per_burst() -> super::Outcome {
+    use elfen_cmd::skip::{Need, skip_test};
+    const TEST: &str = "budget_policies_see_the_published_queue";
     let cpus = elfen_topo::current_affinity().unwrap();
     if cpus.len() < 2 {
-        println!("  skipped: needs two CPUs (request lane and batch lane)");
-        return;
+        skip_test(TEST, Need::Cpus(2), "request lane and batch lane");
+        return super::Outcome::Skipped;
     }
     let (req, bat) = (cpus[0], cpus[1]);
     // The dispatcher and the client share the batch lane with a spinning
@@ -118,8 +120,8 @@ pub fn budget_is_spent_once_per_burst() {
         .unwrap()
         .is_err()
     {
-        println!("  skipped: needs real-time priority (root) to time arrivals");
-        return;
+        skip_test(TEST, Need::Root, "real-time priority to time arrivals");
+        return super::Outcome::Skipped;
     }
     let dir = tempfile::tempdir().unwrap();
     let spec = PageSpec::for_pairs(
@@ -237,4 +239,5 @@ pub fn budget_is_spent_once_per_burst() {
         "co-ran {per_burst:.0} ns in the median burst: more than one budget per burst \
          (bursts {bursts:?} ns; {stats:?})"
     );
+    super::Outcome::Ran
 }

@@ -1,11 +1,12 @@
 //! Against the machine's real cgroup hierarchy: runs only as root with a
-//! writable hierarchy, prints "skipped: ..." otherwise. Everything it makes
+//! writable hierarchy, records a skip (`elfen_cmd::skip`) otherwise. Everything it makes
 //! (`elfen-test-<pid>-*` groups, a `sleep` child) is removed by guards, also
 //! when an assertion fails. Times are printed, never asserted.
 
 use elfen_cgroup::{
     Controller, Executor, FreezerBackend, FreezerState, Hierarchy, Knob, KnobKind, Layout,
 };
+use elfen_cmd::skip::{Need, skip};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -27,19 +28,26 @@ impl Drop for Guard {
     }
 }
 
-/// The real hierarchy, if this test can write to it.
-fn writable_hierarchy() -> Result<Hierarchy, String> {
+/// The real hierarchy, if this test can write to it; else what it needs
+/// and why.
+fn writable_hierarchy() -> Result<Hierarchy, (Need, String)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Err("needs root".into());
+        return Err((Need::Root, "writes the machine's cgroups".into()));
     }
-    let h = Hierarchy::detect(elfen_cgroup::default_root()).map_err(|e| e.to_string())?;
+    let v1 = |c: &str| Need::CgroupV1(c.into());
+    let h = Hierarchy::detect(elfen_cgroup::default_root())
+        .map_err(|e| (v1("cpuset"), e.to_string()))?;
     for ctl in [Controller::Cpuset, Controller::Cpu, Controller::Freezer] {
-        let base = h.controller_root(ctl).map_err(|e| e.to_string())?;
+        let need = || v1(&ctl.to_string());
+        let base = h
+            .controller_root(ctl)
+            .map_err(|e| (need(), e.to_string()))?;
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let probe = base.join(format!("elfen-test-{}-probe{n}", std::process::id()));
-        std::fs::create_dir(&probe).map_err(|e| format!("{} not writable: {e}", base.display()))?;
+        std::fs::create_dir(&probe)
+            .map_err(|e| (need(), format!("{} not writable: {e}", base.display())))?;
         let _ = std::fs::remove_dir(&probe);
     }
     Ok(h)
@@ -53,8 +61,8 @@ fn us(d: Duration) -> f64 {
 fn real_hierarchy_create_cpuset_quota_freeze_restore() {
     let h = match writable_hierarchy() {
         Ok(h) => h,
-        Err(why) => {
-            println!("skipped: {why}");
+        Err((need, why)) => {
+            skip(need, why);
             return;
         }
     };
@@ -211,8 +219,8 @@ fn real_hierarchy_create_cpuset_quota_freeze_restore() {
 fn real_hierarchy_crash_and_recover() {
     let h = match writable_hierarchy() {
         Ok(h) => h,
-        Err(why) => {
-            println!("skipped: {why}");
+        Err((need, why)) => {
+            skip(need, why);
             return;
         }
     };

@@ -129,7 +129,8 @@ fn the_original_is_recorded_before_the_write() {
     // sysfs's read-only CPU list.
     let online = Path::new("/sys/devices/system/cpu/online");
     let Ok(text) = std::fs::read_to_string(online) else {
-        println!("skipped: {} is not readable here", online.display());
+        let why = format!("{} is not readable here", online.display());
+        elfen_cmd::skip::skip(elfen_cmd::skip::Need::Input(online.into()), why);
         return;
     };
     let cpus = elfen_topo::parse_cpu_list(&text).unwrap();

@@ -29,19 +29,21 @@ pub fn serial() -> (MutexGuard<'static, ()>, elfen_cmd::LaneLock) {
 pub fn live_ok(test: &str) -> Option<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        println!("skipped {test}: needs root (BPF, SCHED_FIFO, cgroups)");
+        elfen_cmd::skip::skip_test(
+            test,
+            elfen_cmd::skip::Need::Root,
+            "BPF, SCHED_FIFO, cgroups",
+        );
         return None;
     }
     let p = elfen_bpf::probe();
     if !p.loadable() {
-        println!(
-            "skipped {test}: BPF cannot be used here: {}",
-            p.reason().map(|e| e.to_string()).unwrap_or_default()
-        );
+        let why = p.reason().map(|e| e.to_string()).unwrap_or_default();
+        elfen_cmd::skip::skip_test(test, elfen_cmd::skip::Need::Bpf, why);
         return None;
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        println!("skipped {test}: needs 2 CPUs");
+        elfen_cmd::skip::skip_test(test, elfen_cmd::skip::Need::Cpus(2), "LC and batch lanes");
         return None;
     }
     for c in ["cpuset", "freezer", "cpu"] {
@@ -50,7 +52,8 @@ pub fn live_ok(test: &str) -> Option<()> {
             .join("cgroup.procs")
             .exists()
         {
-            println!("skipped {test}: needs the cgroup v1 {c} hierarchy at /sys/fs/cgroup/{c}");
+            let need = elfen_cmd::skip::Need::CgroupV1(c.into());
+            elfen_cmd::skip::skip_test(test, need, "the daemon's groups");
             return None;
         }
     }

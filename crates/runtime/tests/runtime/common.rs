@@ -32,7 +32,10 @@ pub fn two_cpus() -> Option<(u32, u32)> {
     match cpus[..] {
         [a, b, ..] => Some((a, b)),
         _ => {
-            eprintln!("skipped: needs two CPUs, this thread may use {cpus:?}");
+            elfen_cmd::skip::skip(
+                elfen_cmd::skip::Need::Cpus(2),
+                format!("this thread may use only CPUs {cpus:?}"),
+            );
             None
         }
     }
@@ -148,11 +151,19 @@ impl Rng {
 /// longer than `limit`.
 pub fn watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
-    let h = std::thread::spawn(move || {
-        let r = f();
-        let _ = tx.send(());
-        r
-    });
+    // named after the test, so that a skip inside says which test it is
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("watchdog")
+        .to_string();
+    let h = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let r = f();
+            let _ = tx.send(());
+            r
+        })
+        .unwrap();
     match rx.recv_timeout(limit) {
         Ok(()) => h.join().unwrap(),
         // The body panicked: re-raise its panic.

@@ -63,8 +63,10 @@ class RustInteropTest {
     static void load() {
         Path p = findLib();
         if (p == null) {
-            String msg = "skipped: no libelfen.so (make -C bindings/c, or set ELFEN_LIBELFEN); Java-Rust interop untested";
-            System.out.println(msg);
+            String msg = "needs input:"
+                    + Path.of(System.getProperty("elfen.repo.root", "."), "target", "release", "libelfen.so").toAbsolutePath().normalize()
+                    + ": no libelfen.so (make -C bindings/c, or set ELFEN_LIBELFEN); Java-Rust interop untested";
+            System.out.println("skipped: " + msg);
             Assumptions.assumeTrue(false, msg);
         }
         lib = SymbolLookup.libraryLookup(p, Arena.global());
@@ -74,9 +76,9 @@ class RustInteropTest {
     /** Skips (saying so) when the library found was built before {@code symbol} existed. */
     static void requireSymbol(String symbol) {
         if (lib.find(symbol).isEmpty()) {
-            String msg = "skipped: " + libPath + " has no " + symbol + " (built from older sources: rebuild it with"
+            String msg = "needs input:" + libPath + ": it has no " + symbol + " (built from older sources: rebuild it with"
                     + " make -C bindings/c)";
-            System.out.println(msg);
+            System.out.println("skipped: " + msg);
             Assumptions.assumeTrue(false, msg);
         }
     }

@@ -18,6 +18,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -97,10 +98,8 @@ class SignalTest {
 
   @Test
   void batchCheckAttachesABatchLane(@TempDir Path dir) throws Exception {
-    if (Runtime.getRuntime().availableProcessors() < 2) {
-      System.out.println("skipped: needs 2 CPUs (the batch lane is CPU 1)");
-      return;
-    }
+    Assumptions.assumeTrue(Runtime.getRuntime().availableProcessors() >= 2,
+        "needs cpus:2: the batch lane is CPU 1");
     try (Page page = twoLanePage(dir)) {
       AtomicReference<String> seen = new AtomicReference<>();
       AtomicReference<Throwable> failed = new AtomicReference<>();
