@@ -7,7 +7,8 @@
 //!   in flight there is re-sent to the backup and the roles swap; the
 //!   paused replica is taken back once its line moves again, then warmed
 //!   while it is the backup (a sample of recent requests replayed one at a
-//!   time, at `warm.rps`, while the active replica's line is idle);
+//!   time, at `warm.rps`, while the active replica's line is idle); until
+//!   its warm-up is done it takes over only from a replica that is down;
 //! - **timeout** mode: a request unanswered after the percentile timeout
 //!   is also sent to the backup; nothing else;
 //! - every mode: lost connections are re-opened (backing off to 1 s), and
@@ -256,7 +257,11 @@ impl Monitor {
                 e.pause(a, sig, now);
             }
         }
-        if !e.usable(a) && e.usable(b) {
+        // A replica still being warmed takes over only from one that is
+        // down: swapping back to a replica just taken back would make every
+        // short pause of a loaded pair a swap in each direction.
+        let a_down = matches!(e.health(a), Health::Down { .. });
+        if !e.usable(a) && e.usable(b) && (a_down || e.warm_left(b) == 0) {
             let sig = match e.health(a) {
                 Health::Paused { signal, .. } => signal,
                 _ => Signal::LinkLost,
@@ -305,7 +310,9 @@ impl Monitor {
         if e.warm_left(b) == 0 || !e.usable(b) || now < self.next_warm_ns[b] {
             return;
         }
-        if self.cfg.warm.when_active_idle && self.page.is_some() {
+        // (a paused active replica does not hold the warming back: the
+        // backup must be warm to take over)
+        if self.cfg.warm.when_active_idle && self.page.is_some() && e.usable(1 - b) {
             let a = &self.tracks[1 - b];
             if a.busy || elfen_shm::state::queue_len(a.state) > 0 {
                 return;
