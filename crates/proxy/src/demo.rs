@@ -8,8 +8,9 @@
 //! `?us=N` in the target; any other request is answered `200 ok`).
 //!
 //! Misbehaviour on request, so the proxy can be tested deterministically:
-//! `--stall-at N --stall-ms M` pauses the Nth work request for M ms after
-//! its begin (off the CPU, like a thread held at a safepoint; with
+//! `--stall-at N --stall-ms M` pauses the Nth work request (with
+//! `--stall-on-usr1`, the next one after each SIGUSR1) for M ms after its
+//! begin (off the CPU, like a thread held at a safepoint; with
 //! `--stall-spin`, on it, like a request running long), `--mute` reads
 //! requests and never answers them (pings excepted), `--close-after N`
 //! closes each connection after answering N work requests.
@@ -24,7 +25,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -50,6 +51,10 @@ pub struct DemoArgs {
     /// Pause the Nth work request (counting from 1) after its begin.
     #[arg(long)]
     pub stall_at: Option<u64>,
+    /// Pause the next work request after each SIGUSR1 (so a test can pause
+    /// whichever replica is active at a moment of its choosing).
+    #[arg(long)]
+    pub stall_on_usr1: bool,
     /// How long that pause lasts, ms.
     #[arg(long, default_value_t = 0)]
     pub stall_ms: u64,
@@ -85,6 +90,13 @@ struct Queue {
     ready: Condvar,
 }
 
+/// Set by SIGUSR1 (with `--stall-on-usr1`): the next request stalls.
+static STALL_NEXT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_usr1(_: libc::c_int) {
+    STALL_NEXT.store(true, Ordering::SeqCst);
+}
+
 /// Spins for `ns` on the CPU.
 fn spin(ns: u64) {
     let end = mono_ns() + ns;
@@ -109,6 +121,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", a.port))
         .with_context(|| format!("listening on 127.0.0.1:{}", a.port))?;
     let stop = elfen_cmd::interrupt::install();
+    if a.stall_on_usr1 {
+        // SAFETY: a handler that only stores to an atomic; empty mask.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_usr1 as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+        }
+    }
     let q = Arc::new(Queue {
         jobs: Mutex::new(VecDeque::new()),
         ready: Condvar::new(),
@@ -187,7 +208,8 @@ fn work_loop(q: &Queue, a: &DemoArgs, mut lane: Option<&mut LcLane>) {
         if let Some(l) = lane.as_deref_mut() {
             l.request_begin_with_queue(job.id, left);
         }
-        if a.stall_at == Some(n) && a.stall_ms > 0 {
+        let stall = a.stall_at == Some(n) || STALL_NEXT.swap(false, Ordering::SeqCst);
+        if stall && a.stall_ms > 0 {
             if a.stall_spin {
                 spin(a.stall_ms * 1_000_000);
             } else {
