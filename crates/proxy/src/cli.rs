@@ -32,9 +32,10 @@ enum Sub {
     /// Run the proxy until Ctrl-C (or --duration-s); print a status line
     /// every --status-s and the record at the end (--json PATH saves it).
     Run(RunArgs),
-    /// Benchmarks: `overhead` (the proxy's added latency, proxy vs direct
-    /// side by side) and `compare` (an LC service alone, behind the proxy,
-    /// behind a timeout hedge, from a TOML file).
+    /// Benchmark: an LC service's replicas driven alone, through the proxy
+    /// (forwarding, local-node redundancy) and behind a timeout hedge, side
+    /// by side (configs/proxy/bench-*.toml; default: the proxy's added
+    /// latency); prints the table, saves JSON.
     Bench(crate::bench::BenchArgs),
     /// A small LC service for tests and demonstrations (wire or HTTP/1.1)
     /// that publishes on a signal page and can be told to pause.

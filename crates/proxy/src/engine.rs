@@ -637,6 +637,7 @@ impl Engine {
             if let Some(d) = e.deliver.take() {
                 if !e.warm && !e.answered {
                     self.counters.failed.fetch_add(1, Relaxed);
+                    self.counters.answered.fetch_add(1, Relaxed);
                     d.deliver(Answer::Failed);
                 }
             }

@@ -25,7 +25,7 @@
 //! | the assembled proxy | [`proxy`] |
 //! | the record, the status line, Prometheus metrics | [`status`], [`metrics`] |
 //! | a small LC service for tests and demonstrations, with injectable pauses | [`demo`] |
-//! | `elfen proxy bench`: added latency; alone vs proxy vs timeout hedge | [`bench`] |
+//! | `elfen proxy bench`: added latency; alone vs proxy vs timeout hedge | [`bench`](mod@bench) |
 //! | `elfen proxy run / bench / demo-service` | [`cli`] |
 //!
 //! `docs/proxy.md` says how to run it, what each signal means and what was

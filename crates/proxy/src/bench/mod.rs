@@ -51,7 +51,7 @@ pub struct BenchArgs {
     /// preset (the built-in service as two `elfen serve` replicas).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Write the JSON here (default: results/proxy-bench-<UTC time>.json).
+    /// Write the JSON here (default: `results/proxy-bench-<UTC time>.json`).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
     /// Rounds (invocations of each way).
