@@ -5,8 +5,67 @@ use crate::detect::Signal;
 use crate::engine::{Engine, Health};
 use elfen_shm::clock::monotonic_ns as mono_ns;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A count per pause [`Signal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalCounts {
+    /// [`Signal::Stopped`].
+    pub stopped: u64,
+    /// [`Signal::OffCpu`].
+    pub off_cpu: u64,
+    /// [`Signal::BusyTooLong`].
+    pub busy_too_long: u64,
+    /// [`Signal::NoProgress`].
+    pub no_progress: u64,
+    /// [`Signal::Timeout`].
+    pub timeout: u64,
+    /// [`Signal::LinkLost`].
+    pub link_lost: u64,
+}
+
+impl SignalCounts {
+    /// The counters, indexed by [`Signal::index`], read now.
+    pub fn of(c: &[AtomicU64; 6]) -> SignalCounts {
+        let n = |s: Signal| c[s.index()].load(Relaxed);
+        SignalCounts {
+            stopped: n(Signal::Stopped),
+            off_cpu: n(Signal::OffCpu),
+            busy_too_long: n(Signal::BusyTooLong),
+            no_progress: n(Signal::NoProgress),
+            timeout: n(Signal::Timeout),
+            link_lost: n(Signal::LinkLost),
+        }
+    }
+
+    /// The count of `s`.
+    pub fn get(&self, s: Signal) -> u64 {
+        match s {
+            Signal::Stopped => self.stopped,
+            Signal::OffCpu => self.off_cpu,
+            Signal::BusyTooLong => self.busy_too_long,
+            Signal::NoProgress => self.no_progress,
+            Signal::Timeout => self.timeout,
+            Signal::LinkLost => self.link_lost,
+        }
+    }
+
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        Signal::ALL.iter().map(|&s| self.get(s)).sum()
+    }
+}
+
+/// Requests re-sent to the other replica, by why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HedgeCounts {
+    /// After a pause (by its signal) or a lost connection.
+    pub signal: SignalCounts,
+    /// After the timeout hedge's percentile.
+    pub timeout_pct: u64,
+}
 
 /// One replica's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,7 +102,7 @@ pub struct ReplicaSummary {
     /// Connection attempts to it that failed.
     pub connect_failures: u64,
     /// Pauses detected, by signal.
-    pub pauses: BTreeMap<String, u64>,
+    pub pauses: SignalCounts,
     /// Restarts.
     pub restarts: u64,
     /// Restarts that failed.
@@ -70,9 +129,8 @@ pub struct Summary {
     pub answered: u64,
     /// Answered with the proxy's failure (no replica could answer).
     pub failed: u64,
-    /// Requests re-sent to the other replica, by why (`timeout_pct` for the
-    /// timeout hedge).
-    pub hedges: BTreeMap<String, u64>,
+    /// Requests re-sent to the other replica, by why.
+    pub hedges: HedgeCounts,
     /// All of those.
     pub hedges_total: u64,
     /// `hedges_total / requests`.
@@ -142,20 +200,10 @@ impl Summary {
         places: &[Placement; 2],
     ) -> Summary {
         let c = &e.counters;
-        let mut hedges: BTreeMap<String, u64> = Signal::ALL
-            .iter()
-            .map(|s| {
-                (
-                    s.name().to_string(),
-                    c.hedges_signal[s.index()].load(Relaxed),
-                )
-            })
-            .filter(|(_, n)| *n > 0)
-            .collect();
-        let timeout = c.hedges_timeout.load(Relaxed);
-        if timeout > 0 {
-            hedges.insert("timeout_pct".into(), timeout);
-        }
+        let hedges = HedgeCounts {
+            signal: SignalCounts::of(&c.hedges_signal),
+            timeout_pct: c.hedges_timeout.load(Relaxed),
+        };
         let requests = c.requests.load(Relaxed);
         let hedges_total = c.hedges();
         let replicas: Vec<ReplicaSummary> = (0..2)
@@ -178,11 +226,7 @@ impl Summary {
                     error_answers: rc.error_answers.load(Relaxed),
                     links_lost: rc.links_lost.load(Relaxed),
                     connect_failures: rc.connect_failures.load(Relaxed),
-                    pauses: Signal::ALL
-                        .iter()
-                        .map(|s| (s.name().to_string(), rc.pauses[s.index()].load(Relaxed)))
-                        .filter(|(_, n)| *n > 0)
-                        .collect(),
+                    pauses: SignalCounts::of(&rc.pauses),
                     restarts: rc.restarts.load(Relaxed),
                     restart_failures: rc.restart_failures.load(Relaxed),
                 }

@@ -12,6 +12,7 @@ use clap::Parser;
 use elfen_bench::lc::wire::{self, Kind, Response, Status};
 use elfen_proxy::Proxy;
 use elfen_proxy::config::{HedgeMode, Protocol, ProxyConfig};
+use elfen_proxy::detect::Signal;
 use elfen_proxy::engine::Health;
 use elfen_proxy::launch::Spawned;
 use elfen_proxy::message::{Answer, read_answer};
@@ -142,8 +143,8 @@ fn metric(text: &str, prefix: &str) -> f64 {
 /// stall ends, and it is taken back and warmed.
 fn a_paused_replica_hands_over_to_the_backup() {
     for (how, stall, signal) in [
-        ("sleep", "", "off_cpu"),
-        ("spin", "--stall-spin", "busy_too_long"),
+        ("sleep", "", Signal::OffCpu),
+        ("spin", "--stall-spin", Signal::BusyTooLong),
     ] {
         let args = format!("--stall-on-usr1 --stall-ms 3000 {stall}");
         let f = fronted(Protocol::Wire, HedgeMode::Signal, &args, &args);
@@ -183,7 +184,7 @@ fn a_paused_replica_hands_over_to_the_backup() {
             s.line()
         );
         assert!(
-            s.replicas[x].pauses.get(signal).is_some_and(|&n| n >= 1),
+            s.replicas[x].pauses.get(signal) >= 1,
             "{how}: {:?}",
             s.replicas[x].pauses
         );
@@ -209,7 +210,10 @@ fn a_paused_replica_hands_over_to_the_backup() {
         assert!(
             metric(
                 &m,
-                &format!("elfen_proxy_pauses_total{{replica=\"{name}\",signal=\"{signal}\"}}")
+                &format!(
+                    "elfen_proxy_pauses_total{{replica=\"{name}\",signal=\"{}\"}}",
+                    signal.name()
+                )
             ) >= 1.0
         );
         assert!(
@@ -275,12 +279,7 @@ fn a_stopped_replica_hands_over_and_is_warmed() {
     assert!(matches!(e.health(x), Health::Paused { .. }), "{}", s.line());
     assert_eq!(e.active(), 1 - x, "{}", s.line());
     let p = &s.replicas[x].pauses;
-    assert!(
-        ["stopped", "off_cpu", "no_progress"]
-            .iter()
-            .any(|k| p.contains_key(*k)),
-        "{p:?}"
-    );
+    assert!(p.stopped + p.off_cpu + p.no_progress >= 1, "{p:?}");
     elfen_cmd::proc::signal_pid(pids[x], libc::SIGCONT);
     // new work keeps flowing to the other, the stopped one is warmed with
     // recent requests (at least one round of warm-ups; another if, catching
@@ -365,8 +364,8 @@ fn a_replica_that_never_answers_is_paused_and_served_around() {
     got.assert_each_answered_once_ok();
     let s = f.proxy.summary();
     assert_eq!(
-        s.replicas[0].pauses.get("no_progress"),
-        Some(&1),
+        s.replicas[0].pauses.get(Signal::NoProgress),
+        1,
         "{}",
         s.line()
     );
@@ -532,15 +531,11 @@ fn the_timeout_hedge_sends_late_requests_to_the_backup() {
     );
     got.assert_each_answered_once_ok();
     let s = f.proxy.summary();
-    assert!(
-        s.hedges.get("timeout_pct").is_some_and(|&n| n >= 1),
-        "{}",
-        s.line()
-    );
+    assert!(s.hedges.timeout_pct >= 1, "{}", s.line());
     assert_eq!(s.swaps, 0, "{}", s.line());
     assert!(s.hedge_wins >= 1, "{}", s.line());
     assert!(
-        s.replicas[0].pauses.is_empty(),
+        s.replicas[0].pauses.total() == 0,
         "no pause detection in timeout mode"
     );
 }
