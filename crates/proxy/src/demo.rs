@@ -5,7 +5,8 @@
 //! and end on the signal page through the LC API (the request id it
 //! publishes is the one on the wire), and spins for the request's work.
 //! It speaks the LC wire protocol (work = `arg` ns) or HTTP/1.1 (work =
-//! `?us=N` in the target; any other request is answered `200 ok`).
+//! `?us=N` in the target; every request is answered `200 ok`, with its
+//! lane in `X-Lane`, so a test can tell which replica answered).
 //!
 //! Misbehaviour on request, so the proxy can be tested deterministically:
 //! `--stall-at N --stall-ms M` pauses the Nth work request (with
@@ -231,8 +232,9 @@ fn work_loop(q: &Queue, a: &DemoArgs, mut lane: Option<&mut LcLane>) {
             Reply::Http { head } => {
                 let body = "ok\n";
                 format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nX-Service-Ns: {service}\r\n\r\n{}",
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nX-Service-Ns: {service}\r\nX-Lane: {}\r\n\r\n{}",
                     body.len(),
+                    a.lane,
                     if head { "" } else { body }
                 )
                 .into_bytes()
