@@ -330,7 +330,8 @@ fn a_replica_closing_connections_is_counted_and_served_around() {
     let s = f.proxy.summary();
     assert!(s.replicas[0].links_lost >= 1, "{}", s.line());
     assert!(
-        s.line().contains("A 1 lost") || s.replicas[0].links_lost > 1,
+        s.line()
+            .contains(&format!("A {} lost", s.replicas[0].links_lost)),
         "{}",
         s.line()
     );
@@ -432,7 +433,7 @@ fn a_malformed_request_errs_for_that_client_only() {
     );
     good.join().unwrap().assert_each_answered_once_ok();
     let s = f.proxy.summary();
-    assert_eq!((s.malformed, s.failed, s.swaps), (2, 0, 0), "{}", s.line());
+    assert_eq!((s.malformed, s.failed), (2, 0), "{}", s.line());
 }
 
 /// One HTTP/1.1 request on `s`; the answer.
