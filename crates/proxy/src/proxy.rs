@@ -116,8 +116,8 @@ impl Proxy {
                     PathBuf::from(format!("/dev/shm/elfen-proxy-{}", std::process::id()))
                 });
                 let page = Arc::new(create_page(&path, cpus)?);
-                let cleanup =
-                    elfen_cmd::interrupt::register(&[page.path(), page.batch_path()], &[]);
+                // a second Ctrl-C exits at once: the page file goes with it
+                let cleanup = elfen_cmd::interrupt::register(&[page.path()], &[]);
                 let all = elfen_topo::current_affinity().unwrap_or_default();
                 let mut addrs = Vec::new();
                 for r in 0..2 {

@@ -18,7 +18,7 @@
 //! (Lucene alone, behind the proxy, behind a timeout hedge, hazards off and
 //! on).
 
-pub mod http_load;
+pub mod load;
 pub mod record;
 pub mod spec;
 
@@ -30,7 +30,6 @@ use anyhow::Context;
 use clap::Args;
 use elfen_bench::lc::external::Launch;
 use elfen_bench::lc::requests::{self, RequestSet};
-use elfen_bench::load::client::{GeneratorPlace, InvocationPlan, run_invocation};
 use elfen_bench::load::{percentiles_us, poisson_offsets};
 use elfen_cmd::proc::SchedClass;
 use elfen_shm::Page;
@@ -281,7 +280,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     // the replicas and the generator pin threads to the lanes: one lane user at a time
     let _lanes = elfen_cmd::LaneLock::acquire().context("taking the lane lock")?;
     let dir = tempfile_dir()?;
-    let place = GeneratorPlace {
+    let place = load::Place {
         cpus: elfen_topo::current_affinity().unwrap_or_default(),
         sched: if elfen_cmd::proc::is_root() {
             SchedClass::Fifo(10)
@@ -414,7 +413,7 @@ fn one(
     set: &Arc<RequestSet>,
     offsets: &[u64],
     picks: &[u32],
-    place: &GeneratorPlace,
+    place: &load::Place,
     stop: &AtomicBool,
 ) -> Result<InvocationRecord> {
     let proxy = match way.mode() {
@@ -436,29 +435,20 @@ fn one(
     let busy0 = reps.page.lc_busy_ns(1).ok();
     let warmup_ns = (spec.load.warmup_s * 1e9) as u64;
     let drain_ns = (spec.load.drain_s * 1e9) as u64;
-    let (outcome, sent) = match spec.service.protocol {
-        Protocol::Wire => {
-            let plan = InvocationPlan {
-                offsets: offsets.to_vec(),
-                picks: picks.to_vec(),
-                set: set.clone(),
-                work_scale: 1.0,
-                warmup_ns,
-                duration_ns: (spec.load.duration_s * 1e9) as u64,
-                drain_ns,
-            };
-            let r = run_invocation(addr, &plan, place, stop, |_| {})?;
-            (r.outcome, r.sent)
-        }
-        Protocol::Http => {
-            let targets: Vec<String> = picks
-                .iter()
-                .map(|&k| format!("/?us={}", set.arg(k as usize, 1.0) / 1000))
-                .collect();
-            http_load::invocation(addr, offsets, &targets, warmup_ns, drain_ns, stop)
-                .map_err(|e| ProxyError::io(format!("HTTP load on {addr}"), e))?
-        }
+    let plan = load::Plan {
+        offsets,
+        requests: picks
+            .iter()
+            .map(|&k| {
+                let k = k as usize;
+                (set.arg(k, 1.0), &set.requests[k].payload[..])
+            })
+            .collect(),
+        warmup_ns,
+        drain_ns,
     };
+    let (outcome, sent) = load::invocation(spec.service.protocol, addr, &plan, place, stop)
+        .map_err(|e| ProxyError::io(format!("the load on {addr}"), e))?;
     if stop.load(Ordering::Relaxed) {
         return Err(ProxyError::Interrupted);
     }
