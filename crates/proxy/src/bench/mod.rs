@@ -11,7 +11,8 @@
 //! and saves everything as JSON.
 //!
 //! It lives here, beside the proxy, and uses `elfen-bench` as a library
-//! (generator, request sets, the Lucene command and pre-flight) rather than
+//! (the generator's arrivals, sender and accounting; request sets; the
+//! Lucene command and pre-flight) rather than
 //! adding an `elfen bench` configuration, so the harness's files are left
 //! as they are. Presets: `configs/proxy/bench-overhead.toml` (the proxy's
 //! added latency, the default) and `configs/proxy/bench-lucene.toml`
