@@ -9,9 +9,11 @@
 //! | progress lines on stderr (a live line with ETA on a terminal, plain lines otherwise) | [`progress`] |
 //! | UTC timestamps for result directories | [`time`] |
 //! | one user of the lanes at a time, machine-wide (tests, benchmarks) | [`lanelock`] |
-//! | `/proc` readings (per-thread CPU time, machine ticks, load) and scheduling classes | [`proc`] |
+//! | `/proc` readings (per-thread CPU time, machine ticks, load), scheduling classes, who a pid is | [`proc`] |
+//! | files a root process trusts: atomic replacement, private directories, owners | [`files`] |
 #![deny(missing_docs)]
 
+pub mod files;
 pub mod interrupt;
 pub mod lanelock;
 pub mod proc;

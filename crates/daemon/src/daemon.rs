@@ -394,8 +394,11 @@ impl Daemon {
                     }
                 }
             }
-            for g in &mut self.groups {
-                out.extend(g.poll_exit());
+            if let Some(ex) = &self.executor {
+                let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+                for g in &mut self.groups {
+                    out.extend(g.poll_exit(&ex));
+                }
             }
         }
         if self.writer.as_ref().is_some_and(|w| !w.is_running()) {
@@ -474,8 +477,15 @@ impl Daemon {
             None => {}
         }
         r.guards = self.guards.drain(..).map(GuardHandle::stop).collect();
-        for g in &mut self.groups {
-            r.groups.extend(g.stop(Duration::from_secs(2)));
+        {
+            let ex = self
+                .executor
+                .as_ref()
+                .map(|e| e.lock().unwrap_or_else(|p| p.into_inner()));
+            for g in &mut self.groups {
+                r.groups
+                    .extend(g.stop(ex.as_deref(), Duration::from_secs(2)));
+            }
         }
         self.groups.clear();
         if let Some(ex) = &self.executor {

@@ -6,3 +6,4 @@ mod common;
 mod config;
 mod live;
 mod measure;
+mod trust;
