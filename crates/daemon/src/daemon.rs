@@ -19,6 +19,7 @@ use crate::writer::{LcWriter, LcWriterHandle, WriterOptions, WriterReport};
 use elfen_cgroup::{Executor, RestoreReport};
 use elfen_shm::Page;
 use serde::Serialize;
+use std::os::unix::fs::DirBuilderExt;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, channel};
@@ -146,7 +147,11 @@ impl Daemon {
         let executor = match &plan.hierarchy {
             Some(h) => {
                 if let Some(dir) = cfg.state_file.parent() {
-                    std::fs::create_dir_all(dir)
+                    // writable by root only: the state file is trusted there
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o755)
+                        .create(dir)
                         .map_err(|e| DaemonError::os(format!("creating {}", dir.display()), e))?;
                 }
                 let (ex, rep) = Executor::with_state_file(h.clone(), &cfg.state_file)?;

@@ -160,7 +160,8 @@ impl Plan {
         debug_assert!(page_spec.lanes.iter().all(|l| l.nap <= nap::MWAITX));
         let lc = lc_target(config, &mut notes)?;
         let stale_page = check_page(config, &mut page_spec)?;
-        let stale_state = check_state_file(&config.state_file)?;
+        let (stale_state, reused) = check_state_file(&config.state_file)?;
+        notes.extend(reused);
         check_privileges(config)?;
         let hierarchy = hierarchy(config)?;
         let mut groups = Vec::new();
@@ -324,11 +325,11 @@ fn check_page(config: &Config, spec: &mut PageSpec) -> Result<Option<u32>, Confi
     if !path.exists() {
         return Ok(None);
     }
-    let pid = match Page::attach(&path, Access::Observer) {
-        Ok(p) => p
-            .header()
-            .creator_pid
-            .load(std::sync::atomic::Ordering::Relaxed),
+    let (pid, created_unix_s) = match Page::attach(&path, Access::Observer) {
+        Ok(p) => {
+            let (h, relaxed) = (p.header(), std::sync::atomic::Ordering::Relaxed);
+            (h.creator_pid.load(relaxed), h.created_unix_s.load(relaxed))
+        }
         Err(e) => {
             return Err(err(
                 "page",
@@ -339,11 +340,15 @@ fn check_page(config: &Config, spec: &mut PageSpec) -> Result<Option<u32>, Confi
             ));
         }
     };
-    if elfen_shm::pid_alive(pid) {
+    // a creator pid reused by a program started after the page: gone
+    if let elfen_cmd::proc::Holder::Running(p) =
+        elfen_cmd::proc::holder(pid, None, Some(created_unix_s))
+    {
         return Err(err(
             "page",
             format!(
-                "{} is in use: its creator, pid {pid}, is running (another daemon?); choose another page",
+                "{} is in use: its creator, {p}, is running (another daemon?); stop it \
+                 (kill -TERM {pid}) or choose another page",
                 path.display()
             ),
         ));
@@ -352,8 +357,13 @@ fn check_page(config: &Config, spec: &mut PageSpec) -> Result<Option<u32>, Confi
     Ok(Some(pid))
 }
 
-/// A state file of a live daemon refuses a second one.
-fn check_state_file(path: &Path) -> Result<Option<u32>, ConfigError> {
+/// A state file of a live daemon refuses a second one; one whose writer is
+/// gone — its pid free, or reused by another program (a later start than
+/// the one recorded, or than the file's last write) — is recovered first.
+/// A file or directory another user could have written is refused
+/// (`StateRecord::load`). Returns the dead writer's pid and, when its pid
+/// is reused, a note saying by what.
+fn check_state_file(path: &Path) -> Result<(Option<u32>, Option<String>), ConfigError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if dir.exists() && !dir.is_dir() {
             return Err(err(
@@ -363,17 +373,37 @@ fn check_state_file(path: &Path) -> Result<Option<u32>, ConfigError> {
         }
     }
     let rec = StateRecord::load(path).map_err(|e| err("state_file", e.to_string()))?;
-    match rec {
-        Some(r) if r.pid != std::process::id() && elfen_shm::pid_alive(r.pid) => Err(err(
+    let Some(r) = rec else {
+        return Ok((None, None));
+    };
+    if r.pid == std::process::id() {
+        return Ok((Some(r.pid), None));
+    }
+    let written = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    match elfen_cmd::proc::holder(r.pid, r.pid_start, written) {
+        elfen_cmd::proc::Holder::Running(p) => Err(err(
             "state_file",
             format!(
-                "{} belongs to pid {}, which is running (another daemon?)",
+                "{} is held by {p}, which is running (another daemon on this state file?): \
+                 stop it (kill -TERM {}) or give this daemon another state_file",
                 path.display(),
-                r.pid
+                p.pid
             ),
         )),
-        Some(r) => Ok(Some(r.pid)),
-        None => Ok(None),
+        elfen_cmd::proc::Holder::Reused(p) => Ok((
+            Some(r.pid),
+            Some(format!(
+                "state file {}: its writer, pid {}, is gone; that pid now belongs to another \
+                 program ({p}, started after the file was written)",
+                path.display(),
+                r.pid
+            )),
+        )),
+        elfen_cmd::proc::Holder::Gone => Ok((Some(r.pid), None)),
     }
 }
 
