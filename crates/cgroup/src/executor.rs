@@ -108,8 +108,9 @@ impl Executor {
 
     /// Undoes everything recorded in `state_file` by an earlier executor
     /// (typically one killed with SIGKILL): puts back original values, thaws
-    /// groups it froze, removes groups it created (moving their tasks to the
-    /// parent), turns off v2 controllers it enabled. The hierarchy is the
+    /// groups it froze, removes groups it created (killing what is left in
+    /// an owned one — [`Executor::create_owned_group`] — and moving other
+    /// groups' tasks to the parent), turns off v2 controllers it enabled. The hierarchy is the
     /// one recorded in the file. A missing file is nothing to do. Restored
     /// entries are removed from the file (the file itself when all are), so
     /// running it again is harmless.

@@ -26,9 +26,11 @@
 
 use crate::config::{IdleMethod, Mode};
 use crate::error::DaemonError;
+use crate::health::Health;
 use crate::plan::{GroupPlan, GroupSource};
 use elfen_cgroup::{Controller, Executor, Group, KILL_TIMEOUT, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
+use elfen_ops::health::DaemonKnob;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
@@ -91,6 +93,8 @@ pub struct BatchGroup {
     child: Option<Child>,
     /// Threads set to SCHED_IDLE, with their previous class.
     idled: BTreeMap<u32, Class>,
+    /// SCHED_IDLE as a fallback ([`BatchGroup::fall_back_to_sched_idle`]).
+    idle_fallback: bool,
 }
 
 impl BatchGroup {
@@ -128,11 +132,12 @@ impl BatchGroup {
             group,
             child: None,
             idled: BTreeMap::new(),
+            idle_fallback: false,
         };
         if let GroupSource::Launch { program, args } = &plan.source {
             g.child = Some(g.launch(ex, program, args, env)?);
         }
-        g.idle_threads(ex);
+        g.idle_threads(ex, None);
         Ok(g)
     }
 
@@ -212,9 +217,12 @@ impl BatchGroup {
     }
 
     /// SCHED_IDLE on threads of the group that are not yet (method
-    /// `sched_idle`); returns how many were changed.
-    pub fn idle_threads(&mut self, ex: &Executor) -> usize {
-        if self.plan.idle != Some(IdleMethod::SchedIdle) {
+    /// `sched_idle`, or the fallback of a group whose freezes or cpusets
+    /// fail); returns how many were changed. A thread that refuses it
+    /// (other than one that exited meanwhile) is counted in `health` as
+    /// group `index`'s.
+    pub fn idle_threads(&mut self, ex: &Executor, health: Option<(&Health, usize)>) -> usize {
+        if self.plan.idle != Some(IdleMethod::SchedIdle) && !self.idle_fallback {
             return 0;
         }
         let Ok(tids) = ex.threads(&self.group) else {
@@ -226,12 +234,35 @@ impl BatchGroup {
             if c.policy == libc::SCHED_IDLE {
                 continue;
             }
-            if set_sched(tid, SchedClass::Idle).is_ok() {
-                self.idled.entry(tid).or_insert(c);
-                n += 1;
+            match set_sched(tid, SchedClass::Idle) {
+                Ok(()) => {
+                    self.idled.entry(tid).or_insert(c);
+                    n += 1;
+                    if let Some((h, g)) = health {
+                        h.succeeded(g, DaemonKnob::SchedIdle);
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    if let Some((h, g)) = health {
+                        h.count_failure(
+                            g,
+                            DaemonKnob::SchedIdle,
+                            format!("SCHED_IDLE on thread {tid}: {e}"),
+                            false,
+                        );
+                    }
+                }
             }
         }
         n
+    }
+
+    /// From now on every thread of the group is put SCHED_IDLE (at each
+    /// rescan; their classes are given back at the stop): what protects
+    /// the LC when the group's mode cannot.
+    pub fn fall_back_to_sched_idle(&mut self) {
+        self.idle_fallback = true;
     }
 
     /// The command's pid, if the daemon started one.

@@ -6,7 +6,7 @@
 
 use crate::config::{Config, FreezerChoice, IdleMethod, Mode};
 use crate::error::ConfigError;
-use crate::lc::LcTarget;
+use crate::lc::{LcOwner, LcTarget};
 use elfen_cgroup::{Controller, FreezerBackend, GroupPath, Hierarchy, Layout, StateRecord};
 use elfen_policy::PolicyConfig;
 use elfen_runtime::NapChoice;
@@ -88,6 +88,8 @@ pub struct Plan {
     pub stale_state: Option<u32>,
     /// The LC service.
     pub lc: LcTarget,
+    /// Whose processes its name adopts, and why (for the plan's summary).
+    pub lc_owner: (LcOwner, String),
     /// The policy of every lane.
     pub policy: PolicyConfig,
     /// The cgroup hierarchy, when a group needs one.
@@ -158,7 +160,7 @@ impl Plan {
             l.ref_ipc_milli = policy.ref_ipc.map_or(0, |r| (r * 1000.0).round() as u32);
         }
         debug_assert!(page_spec.lanes.iter().all(|l| l.nap <= nap::MWAITX));
-        let lc = lc_target(config, &mut notes)?;
+        let (lc, lc_owner) = lc_target(config, &mut notes)?;
         let stale_page = check_page(config, &mut page_spec)?;
         let (stale_state, reused) = check_state_file(&config.state_file)?;
         notes.extend(reused);
@@ -190,6 +192,7 @@ impl Plan {
             stale_page,
             stale_state,
             lc,
+            lc_owner,
             policy,
             hierarchy: Some(hierarchy),
             groups,
@@ -208,11 +211,16 @@ impl Plan {
     /// A summary for `--check` and the start of a run.
     pub fn describe(&self) -> String {
         let mut s = format!(
-            "page {} ({} lanes); {}\nLC service: {}\npolicy: {}{}\n",
+            "page {} ({} lanes); {}\nLC service: {}{}\npolicy: {}{}\n",
             self.config.page.display(),
             self.page_spec.lanes.len(),
             self.pairing,
             self.lc,
+            if self.lc_owner.1.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", self.lc_owner.1)
+            },
             self.policy.kind,
             if self.policy.kind.uses_budget() {
                 format!(" (budget {} µs)", self.policy.budget_ns / 1000)
@@ -273,14 +281,49 @@ fn lanes_of(pairs: &[Pair]) -> (Vec<RequestLane>, Vec<BatchLane>) {
     (req, bat)
 }
 
-fn lc_target(config: &Config, notes: &mut Vec<String>) -> Result<LcTarget, ConfigError> {
+fn lc_target(
+    config: &Config,
+    notes: &mut Vec<String>,
+) -> Result<(LcTarget, (LcOwner, String)), ConfigError> {
     let lc = &config.lc;
+    let describe = elfen_cmd::proc::describe_user;
+    let user = match &lc.user {
+        Some(u) => Some(elfen_cmd::proc::user_id(u.trim()).ok_or_else(|| {
+            err(
+                "lc.user",
+                format!("no user named {u:?} (the password database), and not a uid"),
+            )
+        })?),
+        None => None,
+    };
     if let Some(pid) = lc.pid {
         elfen_bpf::proc::check_process(pid).map_err(|e| err("lc.pid", e.to_string()))?;
         if pid == std::process::id() {
             return Err(err("lc.pid", "that is the daemon itself"));
         }
-        return Ok(LcTarget::Pid(pid));
+        let uids = elfen_cmd::proc::uids(pid)
+            .ok_or_else(|| err("lc.pid", format!("cannot read /proc/{pid}/status")))?;
+        let owner = match user {
+            Some(u) if !crate::lc::owned_by(uids, u) => {
+                return Err(err(
+                    "lc.pid",
+                    format!(
+                        "pid {pid} runs as {}, not lc.user {}",
+                        describe(uids.0),
+                        describe(u)
+                    ),
+                ));
+            }
+            Some(u) => (
+                LcOwner::Uid(u),
+                format!("restarts of {} only ([lc] user)", describe(u)),
+            ),
+            None => (
+                LcOwner::Uid(uids.0),
+                format!("restarts of {} only (its user)", describe(uids.0)),
+            ),
+        };
+        return Ok((LcTarget::Pid(pid), owner));
     }
     if let Some(dir) = &lc.cgroup {
         if !dir.join("cgroup.procs").is_file() {
@@ -299,15 +342,65 @@ fn lc_target(config: &Config, notes: &mut Vec<String>) -> Result<LcTarget, Confi
                 lc.rescan_ms
             ));
         }
-        return Ok(LcTarget::Cgroup(dir.clone()));
+        return Ok((
+            LcTarget::Cgroup(dir.clone()),
+            (LcOwner::FirstFound, String::new()),
+        ));
     }
     let name = lc.comm.clone().expect("checked: one selector");
-    if crate::lc::find_by_name(&name).is_empty() {
+    let running = crate::lc::find_by_name(&name);
+    if running.is_empty() {
         notes.push(format!(
             "no process named {name:?} runs now: the daemon waits for it"
         ));
     }
-    Ok(LcTarget::Comm(name))
+    let owner = comm_owner(&name, user, &running, notes);
+    Ok((LcTarget::Comm(name), owner))
+}
+
+/// Whose processes named `name` are the LC: `user` (`[lc] user`), else the
+/// owner of the oldest of `running`, else the first found; same-named
+/// processes of another user that run now are noted.
+fn comm_owner(
+    name: &str,
+    user: Option<u32>,
+    running: &[u32],
+    notes: &mut Vec<String>,
+) -> (LcOwner, String) {
+    let describe = elfen_cmd::proc::describe_user;
+    let owner = match (user, crate::lc::oldest_owner(running)) {
+        (Some(u), _) => (
+            LcOwner::Uid(u),
+            format!("processes of {} only ([lc] user)", describe(u)),
+        ),
+        (None, Some((u, pid))) => (
+            LcOwner::Uid(u),
+            format!(
+                "processes of {} only (the owner of the oldest one now, pid {pid}; set [lc] user to choose)",
+                describe(u)
+            ),
+        ),
+        (None, None) => (
+            LcOwner::FirstFound,
+            "processes of one user only: the owner of the first found (set [lc] user to choose)"
+                .to_string(),
+        ),
+    };
+    if let LcOwner::Uid(u) = owner.0 {
+        let others: Vec<String> = running
+            .iter()
+            .filter_map(|&p| Some((p, elfen_cmd::proc::uids(p)?)))
+            .filter(|&(_, uids)| !crate::lc::owned_by(uids, u))
+            .map(|(p, uids)| format!("pid {p} ({})", describe(uids.0)))
+            .collect();
+        if !others.is_empty() {
+            notes.push(format!(
+                "processes named {name:?} of another user are not adopted: {}",
+                others.join(", ")
+            ));
+        }
+    }
+    owner
 }
 
 /// A page at the path refuses a second daemon while its creator lives.

@@ -6,4 +6,5 @@ mod common;
 mod config;
 mod live;
 mod measure;
+mod metrics_doc;
 mod trust;

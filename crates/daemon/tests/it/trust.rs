@@ -156,6 +156,15 @@ fn sigterm_stops_the_whole_tree_of_a_batch_command() {
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
     let (group, tree) = wait_tree(&h, &d, "tree");
+    // (the endpoint of a running guard-mode daemon against the docs'
+    // metric tables: every documented metric served, nothing else)
+    let metrics = scrape(&metrics_addr(&d));
+    let p = crate::metrics_doc::problems(&metrics);
+    assert!(
+        p.is_empty(),
+        "the endpoint against the docs:\n{}\n{metrics}",
+        p.join("\n")
+    );
     let status = d
         .stop_with(libc::SIGTERM, Duration::from_secs(15))
         .expect("exits on SIGTERM");
@@ -388,5 +397,385 @@ fn a_state_file_another_user_could_write_blocks_the_start() {
         std::fs::read_to_string(&state).unwrap().lines().count(),
         2,
         "the file is left as it was"
+    );
+}
+
+/// `name` run as user nobody: `sleep` with `argv[0]` set to `name` (the
+/// daemon matches the base name of `argv[0]` as it matches `comm`).
+fn impostor(name: &str) -> Proc {
+    use std::os::unix::process::CommandExt;
+    Proc(
+        std::process::Command::new("/bin/bash")
+            .args(["-c", &format!("exec -a {name} sleep 60")])
+            .uid(65534)
+            .gid(65534)
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("starting a process as nobody"),
+    )
+}
+
+/// An LC service named `name` on cpu 0, idle but alive.
+fn quiet_lc(name: &str) -> Proc {
+    lc_helper(
+        name,
+        &[
+            "--cpu=0",
+            "--busy-us=0",
+            "--idle-min-us=1000",
+            "--idle-max-us=1000",
+        ],
+    )
+}
+
+/// The metrics address a daemon printed.
+fn metrics_addr(d: &DaemonProc) -> String {
+    let line = d.wait_for("metrics at http://", Duration::from_secs(5));
+    line.split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .expect("an address in the line")
+        .to_string()
+}
+
+/// GET /metrics.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).expect("the metrics port answers");
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n")
+        .map_or(out.clone(), |(_, b)| b.to_string())
+}
+
+/// The value of the sample line starting with `prefix` (name and labels).
+fn sample(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn a_same_named_process_of_another_user_is_not_adopted() {
+    let Some(()) = live_ok("a_same_named_process_of_another_user_is_not_adopted") else {
+        return;
+    };
+    let _one = serial();
+    let name = unique("u");
+    let name = name[name.len() - 15..].to_string();
+    let s = setup(
+        &name,
+        "",
+        &format!(
+            "[[batch]]\nname = \"spin\"\nmode = \"idle\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
+        ),
+    );
+    // the LC (root) runs first: its user is the one adopted
+    let lc = quiet_lc(&name);
+    assert!(wait_until(Duration::from_secs(5), || {
+        elfen_daemon::lc::find_by_name(&name).contains(&lc.pid())
+    }));
+    let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
+    d.wait_for("running", Duration::from_secs(10));
+    let start = d.output();
+    assert!(
+        start.contains("processes of user root (uid 0) only"),
+        "the plan says whose processes are adopted:\n{start}"
+    );
+    d.wait_for(
+        &format!("LC service found: pid {}", lc.pid()),
+        Duration::from_secs(5),
+    );
+    // a process of nobody with the same name: seen, said once, not adopted
+    let imp = impostor(&name);
+    let said = d.wait_for(&format!("process {} ", imp.pid()), Duration::from_secs(5));
+    assert!(
+        said.contains("runs as user nobody (uid 65534), not user root (uid 0): ignored"),
+        "{said}"
+    );
+    // the LC exits: the daemon looks for it every lost_rescan (10 ms) and
+    // must not take the impostor for its restart
+    drop(lc);
+    d.wait_for("LC service exited", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(700));
+    let out = d.output();
+    let imp_s = imp.pid().to_string();
+    for l in out.lines() {
+        assert!(
+            !(l.contains("LC service restarted") || l.contains("LC service found"))
+                || !l.contains(&imp_s),
+            "the impostor was adopted: {l}"
+        );
+    }
+    assert_eq!(
+        out.matches(&format!("process {} ", imp.pid())).count(),
+        1,
+        "said once per process, although looked at every 10 ms:\n{out}"
+    );
+    let metrics = scrape(&metrics_addr(&d));
+    assert_eq!(
+        sample(&metrics, "elfen_lc_ignored_processes_total"),
+        Some(1.0),
+        "{metrics}"
+    );
+    let status = d
+        .stop_with(libc::SIGTERM, Duration::from_secs(15))
+        .expect("exits");
+    assert!(status.success(), "{}", d.output());
+}
+
+#[test]
+fn lc_user_adopts_that_users_processes_only_even_when_another_runs_first() {
+    let Some(()) = live_ok("lc_user_adopts_that_users_processes_only_even_when_another_runs_first")
+    else {
+        return;
+    };
+    let _one = serial();
+    let name = unique("w");
+    let name = name[name.len() - 15..].to_string();
+    let s = setup(
+        &format!("{name}\"\nuser = \"root"),
+        "",
+        &format!(
+            "[[batch]]\nname = \"spin\"\nmode = \"idle\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
+        ),
+    );
+    // nobody's process runs first
+    let imp = impostor(&name);
+    assert!(wait_until(Duration::from_secs(5), || {
+        elfen_daemon::lc::find_by_name(&name).contains(&imp.pid())
+    }));
+    let check = std::process::Command::new(BIN)
+        .args(["--config", s.config.to_str().unwrap(), "--check"])
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{plan}");
+    assert!(
+        plan.contains("processes of user root (uid 0) only ([lc] user)")
+            && plan.contains(&format!("pid {} (user nobody (uid 65534))", imp.pid())),
+        "--check says whose processes are adopted, and which are not:\n{plan}"
+    );
+    let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
+    d.wait_for("running", Duration::from_secs(10));
+    d.wait_for(&format!("process {} ", imp.pid()), Duration::from_secs(5));
+    let lc = quiet_lc(&name);
+    let found = d.wait_for("LC service found", Duration::from_secs(5));
+    assert!(
+        found.ends_with(&format!("pid {}", lc.pid())),
+        "only root's process is the LC: {found}"
+    );
+    let status = d
+        .stop_with(libc::SIGTERM, Duration::from_secs(15))
+        .expect("exits");
+    assert!(status.success(), "{}", d.output());
+}
+
+#[test]
+fn lc_user_is_checked_before_anything_is_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state.json");
+    let base = plan_config(tmp.path(), &state);
+    let with = |f: &dyn Fn(&mut elfen_daemon::Config)| {
+        let mut c = base.clone();
+        f(&mut c);
+        elfen_daemon::Plan::resolve(&c).expect_err("refused")
+    };
+    let e = with(&|c| c.lc.user = Some(" ".into()));
+    assert!(
+        e.field == "lc.user" && e.reason.contains("not empty"),
+        "{e}"
+    );
+    let e = with(&|c| c.lc.user = Some("no-such-user-here-xyz".into()));
+    assert!(
+        e.field == "lc.user" && e.reason.contains("no user named"),
+        "{e}"
+    );
+    let e = with(&|c| {
+        c.lc.comm = None;
+        c.lc.cgroup = Some("/sys/fs/cgroup".into());
+        c.lc.user = Some("root".into());
+    });
+    assert!(e.field == "lc.user" && e.reason.contains("cgroup"), "{e}");
+    // a pid of another user than lc.user
+    let (p, _) = bystander();
+    let e = with(&|c| {
+        c.lc.comm = None;
+        c.lc.pid = Some(p.pid());
+        c.lc.user = Some("65534".into());
+    });
+    assert!(
+        e.field == "lc.pid" && e.reason.contains("not lc.user uid 65534")
+            || e.reason.contains("not lc.user user nobody"),
+        "{e}"
+    );
+    assert!(!state.exists() && !tmp.path().join("page").exists());
+}
+
+/// A freeze group (an operator's, empty) beside an idle command group.
+fn lost_setup(extra: &str, g: &TestGroup) -> (Setup, String) {
+    let name = unique("g");
+    let name = name[name.len() - 15..].to_string();
+    let s = setup(
+        &name,
+        extra,
+        &format!(
+            "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\n\
+             [[batch]]\nname = \"spin\"\nmode = \"idle\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n",
+            g.name
+        ),
+    );
+    (s, name)
+}
+
+/// Removes the group's directories (waiting while the kernel still holds
+/// a dying task).
+fn remove_group(g: &TestGroup, ctls: &[&str]) {
+    for c in ctls {
+        let d = g.dir(c);
+        assert!(
+            wait_until(Duration::from_secs(5), || std::fs::remove_dir(&d).is_ok()
+                || !d.exists()),
+            "{} removed",
+            d.display()
+        );
+    }
+}
+
+#[test]
+fn a_group_removed_under_the_daemon_is_counted_shown_and_kept_running_when_asked() {
+    let Some(()) =
+        live_ok("a_group_removed_under_the_daemon_is_counted_shown_and_kept_running_when_asked")
+    else {
+        return;
+    };
+    let _one = serial();
+    let g = TestGroup::new(&unique("lost"), &["freezer"]);
+    let (s, lc_name) = lost_setup("on_group_lost = \"continue\"", &g);
+    let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
+    d.wait_for("running", Duration::from_secs(10));
+    let _lc = lc_helper(
+        &lc_name,
+        &[
+            "--cpu=0",
+            "--busy-us=30000",
+            "--idle-min-us=30000",
+            "--idle-max-us=30000",
+        ],
+    );
+    d.wait_for("LC service found", Duration::from_secs(5));
+    // the freezer freezes and thaws the (empty) group; then it is removed
+    assert!(
+        wait_until(Duration::from_secs(5), || g.freezer_state() != "THAWED"),
+        "frozen while the LC is busy:\n{}",
+        d.output()
+    );
+    remove_group(&g, &["freezer"]);
+    let lost = d.wait_for("LOST: batch frz", Duration::from_secs(5));
+    assert!(
+        lost.contains("removed while the daemon ran") || lost.contains("its cgroup is gone"),
+        "{lost}"
+    );
+    assert!(lost.contains("carries on without it"), "{lost}");
+    // the freezer's next write (a thaw of the group it froze, or a freeze)
+    // fails: counted and said
+    let failed = d.wait_for("writes of", Duration::from_secs(5));
+    assert!(
+        failed.contains("batch frz")
+            && failed.contains("in all")
+            && failed.contains("no such group"),
+        "{failed}"
+    );
+    // metrics: counted, marked lost
+    let addr = metrics_addr(&d);
+    let metrics = scrape(&addr);
+    assert_eq!(
+        sample(&metrics, "elfen_batch_group_lost{group=\"frz\"}"),
+        Some(1.0),
+        "{metrics}"
+    );
+    let failures: f64 = ["freeze", "thaw"]
+        .iter()
+        .filter_map(|k| {
+            sample(
+                &metrics,
+                &format!("elfen_knob_failures_total{{group=\"frz\",knob=\"{k}\"}}"),
+            )
+        })
+        .sum();
+    assert!(failures >= 1.0, "{metrics}");
+    assert_eq!(
+        sample(&metrics, "elfen_batch_group_lost{group=\"spin\"}"),
+        Some(0.0)
+    );
+    // elfen status shows it (its typed record and its text)
+    let page = elfen_ops::status::attach(&s.page).unwrap();
+    let st = elfen_ops::status::PageStatus::read(&page, 1000.0).unwrap();
+    let h = st
+        .daemon
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:?}", st.daemon_note));
+    let frz = h.groups.iter().find(|g| g.name == "frz").unwrap();
+    assert_eq!(frz.state, elfen_ops::health::GroupState::Lost);
+    assert!(
+        frz.failures.iter().map(|f| f.count).sum::<u64>() >= 1,
+        "{frz:?}"
+    );
+    let text = elfen_ops::render::text(&st, None);
+    println!("{text}");
+    assert!(
+        text.contains("LOST") && text.contains("failed writes: "),
+        "{text}"
+    );
+    drop(page);
+    // still running, and a clean stop
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        elfen_shm::pid_alive(d.pid()),
+        "continue: the daemon keeps running"
+    );
+    let status = d
+        .stop_with(libc::SIGTERM, Duration::from_secs(15))
+        .expect("exits");
+    assert!(status.success(), "{}", d.output());
+    assert!(
+        !elfen_ops::health::health_path(&s.page).exists(),
+        "the health record goes with the page"
+    );
+}
+
+#[test]
+fn a_group_removed_under_the_daemon_stops_it_with_a_distinct_status() {
+    let Some(()) = live_ok("a_group_removed_under_the_daemon_stops_it_with_a_distinct_status")
+    else {
+        return;
+    };
+    let _one = serial();
+    let g = TestGroup::new(&unique("stop"), &["freezer"]);
+    let (s, _) = lost_setup("", &g);
+    let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
+    d.wait_for("running", Duration::from_secs(10));
+    remove_group(&g, &["freezer"]);
+    d.wait_for("LOST: batch frz", Duration::from_secs(5));
+    let status = d
+        .stop_with(0, Duration::from_secs(15))
+        .expect("the daemon exits by itself");
+    let out = d.output();
+    assert_eq!(status.code(), Some(3), "exit status 3:\n{out}");
+    assert!(out.contains("the daemon stops"), "{out}");
+    assert!(
+        out.contains("stopping: restoring"),
+        "it restores first:\n{out}"
+    );
+    assert!(
+        out.contains("was removed while the daemon ran"),
+        "the error names the group:\n{out}"
+    );
+    assert!(
+        !s.state.exists() && !s.page.exists(),
+        "everything given back"
     );
 }
