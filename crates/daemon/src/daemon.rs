@@ -169,6 +169,19 @@ impl std::fmt::Display for ShutdownReport {
     }
 }
 
+/// The SCHED_FIFO priority of freezer and blind-isolation threads: the
+/// guards', or one above it when a guard group runs too — they share the
+/// batch lanes, and a thread at a spinning guard's priority would wait for
+/// the guard's occupation (the very time it must freeze) to end.
+fn group_thread_priority(plan: &Plan) -> u8 {
+    let p = plan.config.guard.priority;
+    if plan.groups.iter().any(|g| g.mode == Mode::Guard) {
+        p.saturating_add(1)
+    } else {
+        p
+    }
+}
+
 fn log(msg: impl std::fmt::Display) {
     eprintln!("elfen daemon: {msg}");
 }
@@ -342,7 +355,7 @@ impl Daemon {
                 policy: plan.policy,
                 timeout: Duration::from_millis(cfg.freeze.timeout_ms),
                 max_sleep: Duration::from_millis(100),
-                priority: cfg.guard.priority,
+                priority: group_thread_priority(&plan),
                 cpus: Some(plan.writer_cpus.clone()),
             };
             self.freezers.push(Freezer::spawn_reporting(
@@ -383,7 +396,7 @@ impl Daemon {
                 buffer_cores: cfg.blind.buffer_cores,
                 grow_hold: Duration::from_micros(cfg.blind.grow_hold_us),
                 poll: Duration::from_micros(cfg.blind.poll_us),
-                priority: cfg.guard.priority,
+                priority: group_thread_priority(plan),
                 thread_cpus: Some(plan.writer_cpus.clone()),
             };
             let group = self.groups[i].group.clone();

@@ -293,3 +293,55 @@ fn real_owned_group_processes_are_killed_by_kill_tasks_restore_and_recovery() {
     assert_eq!(all_dead(&reap), Vec::<u32>::new(), "{rep}");
     assert!(!cpuset.parent().unwrap().exists(), "the groups are removed");
 }
+
+#[test]
+fn real_v2_owned_group_is_killed_through_cgroup_kill() {
+    use elfen_cgroup::FreezerBackend;
+    let Some(h) = real() else { return };
+    let Some(unified) = h.unified().map(Path::to_path_buf) else {
+        println!("skipped: no v2 tree here (a v1-only layout)");
+        return;
+    };
+    if !unified.join("cgroup.procs").exists() {
+        println!("skipped: {} is not a v2 tree", unified.display());
+        return;
+    }
+    let h = if h.layout() == elfen_cgroup::Layout::Hybrid {
+        h.with_freezer(FreezerBackend::V2).unwrap()
+    } else {
+        h
+    };
+    let pid = std::process::id();
+    let name = format!("elfen-test-{pid}-v2kill");
+    let dir = unified.join(&name);
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    let mut ex = Executor::new(h);
+    let g = ex
+        .create_owned_group(&name, &[Controller::Freezer])
+        .unwrap();
+    if !dir.join("cgroup.kill").exists() {
+        println!("skipped: this kernel has no cgroup.kill (before 5.14)");
+        ex.restore_all();
+        return;
+    }
+    tree_in(&[dir.join("cgroup.procs")]);
+    let formed = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        procs(&dir).len() == 4
+    });
+    let reap = Reap(procs(&dir));
+    assert!(formed, "the tree formed: {:?}", procs(&dir));
+    let r = ex.kill_tasks(&g, Duration::from_secs(2)).unwrap();
+    println!("kill_tasks on v2: {r}");
+    assert_eq!(r.method, "cgroup.kill");
+    assert!(r.is_clean() && r.killed == 4, "{r}");
+    assert_eq!(all_dead(&reap), Vec::<u32>::new());
+    assert!(ex.restore_all().is_clean());
+    assert!(!dir.exists());
+}

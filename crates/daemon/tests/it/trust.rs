@@ -613,9 +613,19 @@ fn lc_user_is_checked_before_anything_is_applied() {
         "{e}"
     );
     assert!(!state.exists() && !tmp.path().join("page").exists());
+    // the defaults the docs give, and a bad value named
+    let d = elfen_daemon::Config::default();
+    assert_eq!(d.on_group_lost, elfen_daemon::config::OnGroupLost::Stop);
+    assert!(d.lc.user.is_none());
+    let e = elfen_daemon::Config::parse("on_group_lost = \"sometimes\"\n").unwrap_err();
+    assert!(
+        e.field.contains("line 1") && e.reason.contains("sometimes"),
+        "{e}"
+    );
 }
 
-/// A freeze group (an operator's, empty) beside an idle command group.
+/// A freeze group (an operator's, empty) beside a guarded command group
+/// (the freezer must not wait for a guard that occupies the batch lane).
 fn lost_setup(extra: &str, g: &TestGroup) -> (Setup, String) {
     let name = unique("g");
     let name = name[name.len() - 15..].to_string();
@@ -624,7 +634,7 @@ fn lost_setup(extra: &str, g: &TestGroup) -> (Setup, String) {
         extra,
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\n\
-             [[batch]]\nname = \"spin\"\nmode = \"idle\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n",
+             [[batch]]\nname = \"spin\"\nmode = \"guard\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n",
             g.name
         ),
     );
