@@ -177,14 +177,17 @@ impl Drop for Reap {
     }
 }
 
-/// Removes a top-level test group (and the groups below it) in every
-/// hierarchy when dropped, whatever the test left.
-struct Groups(String);
+/// Removes a top-level test group (and the groups below it) in the cpuset
+/// and freezer hierarchies when dropped, whatever the test left.
+struct Groups(Hierarchy, String);
 
 impl Drop for Groups {
     fn drop(&mut self) {
-        for c in ["cpuset", "freezer"] {
-            let top = elfen_cgroup::default_root().join(c).join(&self.0);
+        for c in [Controller::Cpuset, Controller::Freezer] {
+            let Ok(root) = self.0.controller_root(c) else {
+                continue;
+            };
+            let top = root.join(&self.1);
             let mut all = Vec::new();
             let mut stack = vec![top];
             while let Some(d) = stack.pop() {
@@ -240,7 +243,7 @@ fn all_dead(reap: &Reap) -> Vec<u32> {
 fn real_owned_group_processes_are_killed_by_kill_tasks_restore_and_recovery() {
     let Some(h) = real() else { return };
     let pid = std::process::id();
-    let _groups = Groups(format!("elfen-test-{pid}-own"));
+    let _groups = Groups(h.clone(), format!("elfen-test-{pid}-own"));
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
     // kill_tasks: every process of the tree, the group left empty
