@@ -129,6 +129,13 @@ impl CgroupError {
         }
     }
 
+    /// Whether this is an I/O error that may pass if the write is tried
+    /// again (`EBUSY`, `EAGAIN`, `EINTR`).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, CgroupError::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN | libc::EINTR)))
+    }
+
     /// Whether this is an I/O error of kind `NotFound` (a group that
     /// vanished).
     pub fn is_not_found(&self) -> bool {

@@ -108,8 +108,9 @@ impl Executor {
 
     /// Undoes everything recorded in `state_file` by an earlier executor
     /// (typically one killed with SIGKILL): puts back original values, thaws
-    /// groups it froze, removes groups it created (moving their tasks to the
-    /// parent), turns off v2 controllers it enabled. The hierarchy is the
+    /// groups it froze, removes groups it created (killing what is left in
+    /// an owned one — [`Executor::create_owned_group`] — and moving other
+    /// groups' tasks to the parent), turns off v2 controllers it enabled. The hierarchy is the
     /// one recorded in the file. A missing file is nothing to do. Restored
     /// entries are removed from the file (the file itself when all are), so
     /// running it again is harmless.
@@ -184,6 +185,17 @@ impl Executor {
     /// groups the executor did not create). A new v1 cpuset gets its
     /// parent's `cpuset.cpus` and `cpuset.mems`, so a task may join at once.
     pub fn create_group(&mut self, path: &str, controllers: &[Controller]) -> Result<Group> {
+        self.create_group_with(path, controllers, false)
+    }
+
+    /// [`Executor::create_group`]; `owned`: recorded as holding only its
+    /// owner's processes ([`Executor::create_owned_group`]).
+    pub(crate) fn create_group_with(
+        &mut self,
+        path: &str,
+        controllers: &[Controller],
+        owned: bool,
+    ) -> Result<Group> {
         let gp = GroupPath::new(path)?;
         if gp.is_root() {
             return Err(CgroupError::group(path, "the root group cannot be created"));
@@ -222,6 +234,7 @@ impl Executor {
                     self.state.rec.created.push(CreatedEntry {
                         group: level.clone(),
                         controller: ctl,
+                        kill_tasks: owned,
                     });
                     self.state.persist()?;
                 }
@@ -312,8 +325,10 @@ impl Executor {
 
     /// Removes a group this executor created, in all its controllers:
     /// thaws it, moves the tasks of it and of any child groups to its
-    /// parent, removes children first, then the group. Returns the number
-    /// of processes moved. A group the executor did not create is refused.
+    /// parent (an owned group's are killed first:
+    /// [`Executor::create_owned_group`]), removes children first, then the
+    /// group. Returns the number of processes moved. A group the executor
+    /// did not create is refused.
     pub fn remove_group(&mut self, group: &Group) -> Result<usize> {
         for &ctl in &group.controllers {
             if !self.state.created(&group.path, ctl) {
@@ -325,7 +340,7 @@ impl Executor {
         }
         let mut moved = 0;
         for &ctl in &group.controllers {
-            moved += self.remove_created(&group.path, ctl)?.unwrap_or(0);
+            moved += self.remove_created(&group.path, ctl)?.map_or(0, |(m, _)| m);
             let gp = &group.path;
             self.state
                 .rec
@@ -340,22 +355,35 @@ impl Executor {
         Ok(moved)
     }
 
-    /// Removes `group`'s directory in `ctl` (see [`remove_group`]);
-    /// `None` if it was already gone.
+    /// Removes `group`'s directory in `ctl` (see [`remove_group`]): the
+    /// processes moved to the parent and those killed (an owned group's),
+    /// or `None` if it was already gone. An owned group whose processes
+    /// survive SIGKILL is not removed (the error names them).
     ///
     /// [`remove_group`]: Executor::remove_group
     pub(crate) fn remove_created(
         &self,
         group: &GroupPath,
         ctl: Controller,
-    ) -> Result<Option<usize>> {
+    ) -> Result<Option<(usize, usize)>> {
         let dir = self.hier.group_dir(ctl, group)?;
         if !dir.is_dir() {
             return Ok(None);
         }
+        let mut killed = 0;
+        if self.state.owned(group, ctl) {
+            let r = self.kill_owned(group, crate::kill::KILL_TIMEOUT)?;
+            if !r.is_clean() {
+                return Err(CgroupError::group(
+                    dir,
+                    format!("the processes started in it could not all be stopped: {r}"),
+                ));
+            }
+            killed = r.killed;
+        }
         let targets = self.ancestor_dirs(group, ctl)?;
         let thaw = (ctl == Controller::Freezer).then_some(self.hier.is_v2(ctl));
-        remove_tree(&dir, &targets, thaw).map(Some)
+        remove_tree(&dir, &targets, thaw).map(|moved| Some((moved, killed)))
     }
 
     /// `group`'s ancestors' directories in `ctl`, nearest first (where its
@@ -611,7 +639,7 @@ fn remove_tree(dir: &Path, targets: &[PathBuf], thaw: Option<bool>) -> Result<us
 }
 
 /// Subdirectories of `dir`, deepest first, then `dir`.
-fn post_order(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn post_order(dir: &Path, out: &mut Vec<PathBuf>) {
     if let Ok(rd) = std::fs::read_dir(dir) {
         let mut subs: Vec<PathBuf> = rd
             .flatten()

@@ -74,35 +74,12 @@ pub(crate) fn remove_group_dir(dir: &Path) -> Result<()> {
     ))
 }
 
-/// Writes `content` to `path` atomically: a temporary file beside it is
-/// written, synced and renamed over `path`, and the directory is synced, so
-/// a crash leaves either the old or the new content, never a torn file.
+/// Writes `content` to `path` atomically (`elfen_cmd::files::write_atomic`:
+/// a fresh temporary file with a random name, created exclusively without
+/// following links, synced and renamed over `path`), readable by its owner
+/// only.
 pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("state file path has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(content)?;
-        f.sync_all()?;
-    }
-    if let Err(e) = std::fs::rename(&tmp, path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    elfen_cmd::files::write_atomic(path, content, 0o600)
 }
 
 /// The system page size (memory limits are kept in whole pages).

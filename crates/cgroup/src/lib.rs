@@ -10,7 +10,10 @@
 //!   use a temp dir, [`default_root`] names `/sys/fs/cgroup`);
 //! - creates groups ([`Executor::create_group`]) or opens an operator's
 //!   ([`Executor::open_group`]), moves processes in, lists them, removes the
-//!   groups it created (tasks back to the parent first, children first);
+//!   groups it created (tasks back to the parent first, children first) —
+//!   or, for a group made for its owner's commands
+//!   ([`Executor::create_owned_group`]), kills every process left in it
+//!   ([`Executor::kill_tasks`]: `cgroup.kill`, or freeze + SIGKILL + thaw);
 //! - sets typed [`Knob`]s — cpuset, CFS bandwidth, `cpu.idle`, weight,
 //!   freezer, memory limit, I/O bandwidth — skipping values already in
 //!   place, ordering hierarchical cpuset writes, refusing bad input before
@@ -47,6 +50,7 @@ mod executor;
 mod freezer;
 mod fsio;
 mod group;
+mod kill;
 mod knob;
 mod layout;
 pub mod measure;
@@ -58,6 +62,7 @@ pub use error::{CgroupError, Result};
 pub use executor::Executor;
 pub use freezer::{FreezeOutcome, FreezerState};
 pub use group::{Group, GroupPath};
+pub use kill::{KILL_TIMEOUT, KillReport, Survivor};
 pub use knob::{Device, Knob, KnobKind, shares_to_weight, weight_to_shares};
 pub use layout::{
     Controller, CreateHook, DEFAULT_ROOT, FreezerBackend, Hierarchy, Layout, default_root,

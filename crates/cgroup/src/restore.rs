@@ -7,7 +7,9 @@
 //! 1. **thaw**: recorded freezer originals first, so stopped tasks run
 //!    again as soon as possible;
 //! 2. **remove created groups**, newest first (children before parents):
-//!    thaw, move tasks to the parent, remove child groups, `rmdir`;
+//!    kill what is left in a group made for its owner's commands
+//!    ([`Executor::create_owned_group`]), thaw, move other tasks to the
+//!    parent, remove child groups, `rmdir`;
 //! 3. **put back original values**: cpusets together in hierarchy order
 //!    (after step 2, so a created child no longer holds CPUs a parent
 //!    must give back), then the others in recording order; a value
@@ -50,6 +52,9 @@ pub enum RestoreAction {
         controller: Controller,
         /// Processes moved to the parent.
         tasks_moved: usize,
+        /// Processes killed (a group made for its owner's commands: what
+        /// they left behind).
+        tasks_killed: usize,
     },
     /// A v2 controller was turned off again in `cgroup.subtree_control`.
     Disabled {
@@ -83,9 +88,20 @@ impl std::fmt::Display for RestoreAction {
                 group,
                 controller,
                 tasks_moved,
+                tasks_killed: 0,
             } => write!(
                 f,
                 "removed {controller} group {group} ({tasks_moved} processes moved to its parent)"
+            ),
+            RestoreAction::Removed {
+                group,
+                controller,
+                tasks_moved,
+                tasks_killed,
+            } => write!(
+                f,
+                "removed {controller} group {group} ({tasks_killed} processes left in it killed, \
+                 {tasks_moved} moved to its parent)"
             ),
             RestoreAction::Disabled { group, controller } => {
                 write!(
@@ -281,11 +297,12 @@ impl Executor {
     /// Removes one created group; false if it failed.
     fn restore_created(&mut self, c: &CreatedEntry, report: &mut RestoreReport) -> bool {
         match self.remove_created(&c.group, c.controller) {
-            Ok(Some(n)) => {
+            Ok(Some((moved, killed))) => {
                 report.actions.push(RestoreAction::Removed {
                     group: c.group.clone(),
                     controller: c.controller,
-                    tasks_moved: n,
+                    tasks_moved: moved,
+                    tasks_killed: killed,
                 });
                 true
             }

@@ -16,14 +16,29 @@
 //!   "layout": "hybrid",
 //!   "freezer": "v1",
 //!   "pid": 4242,
-//!   "created": [ { "group": "elfen/batch", "controller": "cpuset" } ],
+//!   "pid_start": 183467,
+//!   "created": [ { "group": "elfen/batch", "controller": "cpuset", "kill_tasks": true } ],
 //!   "originals": [ { "group": "lc.slice", "knob": { "cpu_shares": 1024 } } ],
 //!   "enabled": [ { "group": "", "controller": "cpu" } ]
 //! }
 //! ```
 //!
+//! - `pid`, `pid_start`: the process that wrote the file and its start
+//!   (clock ticks since boot, `/proc/<pid>/stat`), so a later start can
+//!   tell its writer from a program that reuses the pid
+//!   (`elfen_cmd::proc::holder`); files without `pid_start` are judged by
+//!   their modification time.
 //! - `created`: groups the executor made, in creation order (parents
-//!   before children); restore removes them in reverse order.
+//!   before children); restore removes them in reverse order. With
+//!   `kill_tasks` every process in the group was started for its owner
+//!   (a daemon's batch command and what it forked): restore kills what is
+//!   left in it instead of moving it to the parent, where it would run
+//!   unconfined.
+//!
+//! The file lives in a directory only root or its user can write, and
+//! belongs to root or its user: [`StateRecord::load`] refuses anything
+//! else (a link, another user's file, a group- or world-writable
+//! directory), naming the file and the owner.
 //! - `originals`: for groups it did not create, the value each knob had
 //!   before the executor first changed it (one entry per group and knob
 //!   kind; later changes keep the first original).
@@ -48,6 +63,10 @@ pub struct CreatedEntry {
     pub group: GroupPath,
     /// The hierarchy it was created in.
     pub controller: Controller,
+    /// Its processes are its owner's: restore kills them (see the module
+    /// docs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kill_tasks: bool,
 }
 
 /// The original value of a knob on a group the executor did not create.
@@ -86,6 +105,9 @@ pub struct StateRecord {
     pub freezer: Option<FreezerBackend>,
     /// The process that wrote the file.
     pub pid: u32,
+    /// Its start, clock ticks since boot (absent in files of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start: Option<u64>,
     /// Groups created, in creation order.
     #[serde(default)]
     pub created: Vec<CreatedEntry>,
@@ -106,6 +128,7 @@ impl StateRecord {
             layout,
             freezer,
             pid: std::process::id(),
+            pid_start: elfen_cmd::proc::start_ticks(std::process::id()),
             created: Vec::new(),
             originals: Vec::new(),
             enabled: Vec::new(),
@@ -117,8 +140,25 @@ impl StateRecord {
         self.created.is_empty() && self.originals.is_empty() && self.enabled.is_empty()
     }
 
-    /// Reads a state file; `None` if it does not exist.
+    /// Reads a state file; `None` if it does not exist. Refused, naming
+    /// the reason, when its directory may be written by another user or
+    /// the file is a link or another user's (see the module docs).
     pub fn load(path: &Path) -> Result<Option<StateRecord>> {
+        let refuse = |reason: String| CgroupError::State {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if dir.exists() {
+                elfen_cmd::files::check_private_dir(dir).map_err(refuse)?;
+            }
+        }
+        if elfen_cmd::files::check_owner(path)
+            .map_err(refuse)?
+            .is_none()
+        {
+            return Ok(None);
+        }
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -171,10 +211,22 @@ impl StateStore {
                 Err(e) => Err(err(format!("cannot remove: {e}"))),
             };
         }
-        self.rec.pid = std::process::id();
+        if self.rec.pid != std::process::id() {
+            self.rec.pid = std::process::id();
+            self.rec.pid_start = elfen_cmd::proc::start_ticks(self.rec.pid);
+        }
         let mut json = serde_json::to_vec_pretty(&self.rec).expect("state serialises");
         json.push(b'\n');
         crate::fsio::write_atomic(path, &json).map_err(|e| err(format!("cannot write: {e}")))
+    }
+
+    /// Whether the executor created `group` in `ctl` for its owner's
+    /// processes only.
+    pub(crate) fn owned(&self, group: &GroupPath, ctl: Controller) -> bool {
+        self.rec
+            .created
+            .iter()
+            .any(|c| &c.group == group && c.controller == ctl && c.kill_tasks)
     }
 
     /// Whether the executor created `group` in `ctl`.

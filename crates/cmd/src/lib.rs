@@ -9,11 +9,13 @@
 //! | progress lines on stderr (a live line with ETA on a terminal, plain lines otherwise) | [`progress`] |
 //! | UTC timestamps for result directories | [`time`] |
 //! | one user of the lanes at a time, machine-wide (tests, benchmarks) | [`lanelock`] |
-//! | `/proc` readings (per-thread CPU time, machine ticks, load) and scheduling classes | [`proc`] |
+//! | `/proc` readings (per-thread CPU time, machine ticks, load), scheduling classes, who a pid is | [`proc`] |
+//! | files a root process trusts: atomic replacement, private directories, owners | [`files`] |
 //! | tests that cannot run here: what they need, whether this machine offers it, the test log | [`skip`] |
 //! | bounded, seeded fuzzing in the tests (feature `fuzz`) | `fuzz` |
 #![deny(missing_docs)]
 
+pub mod files;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod interrupt;

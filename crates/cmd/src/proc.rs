@@ -1,6 +1,8 @@
 //! What the commands read from `/proc` and ask of the scheduler: thread
 //! ids, per-thread CPU time (`schedstat`), machine and process CPU ticks,
-//! the load average, scheduling classes, and process liveness.
+//! the load average, scheduling classes, and process liveness and
+//! identity (start time, command, user: [`ProcessInfo`], and whether a pid
+//! a file recorded still belongs to the process that wrote it: [`holder`]).
 
 use std::io;
 
@@ -252,6 +254,130 @@ pub fn effective_capabilities() -> u64 {
         .unwrap_or(0)
 }
 
+/// `/proc/<pid>/stat` field 22: when process `pid` started, in clock
+/// ticks since boot (`None` when it is gone). With the pid it names one
+/// process for good: a pid reused by another program has a later start.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // field 3 (state) is the first after the name: field 22 is index 19
+    s.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// When the machine booted, Unix seconds (`btime` of `/proc/stat`).
+pub fn boot_time_unix_s() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `/proc/<pid>/comm`, without its newline.
+pub fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_string())
+}
+
+/// The real and effective uid of process `pid` (`/proc/<pid>/status`).
+pub fn uids(pid: u32) -> Option<(u32, u32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mut it = s
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .map(|w| w.parse::<u32>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// User names and ids: one implementation, `elfen_shm::users`.
+pub use elfen_shm::users::{describe_user, user_id, user_name};
+
+/// A process as messages name it: pid, command, owner, start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start, clock ticks since boot ([`start_ticks`]).
+    pub start_ticks: u64,
+    /// Its command name.
+    pub comm: String,
+    /// Its real uid.
+    pub uid: u32,
+}
+
+impl ProcessInfo {
+    /// Reads process `pid` (`None` when it is gone or a zombie).
+    pub fn read(pid: u32) -> Option<ProcessInfo> {
+        if !pid_alive(pid) {
+            return None;
+        }
+        Some(ProcessInfo {
+            pid,
+            start_ticks: start_ticks(pid)?,
+            comm: comm(pid).unwrap_or_default(),
+            uid: uids(pid)?.0,
+        })
+    }
+
+    /// When it started, Unix seconds (clock-tick resolution).
+    pub fn started_unix_s(&self) -> Option<f64> {
+        Some(boot_time_unix_s()? as f64 + self.start_ticks as f64 / ticks_per_s())
+    }
+}
+
+impl std::fmt::Display for ProcessInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {} ({}, {})",
+            self.pid,
+            self.comm,
+            describe_user(self.uid)
+        )
+    }
+}
+
+/// What a pid recorded in a file (a state file, a page header) says now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// No such process: what it held is left over.
+    Gone,
+    /// The pid runs, but another program has it now (it started after the
+    /// record was written, or at another time than the one recorded): the
+    /// recorder is gone.
+    Reused(ProcessInfo),
+    /// The recorder runs.
+    Running(ProcessInfo),
+}
+
+/// Whether process `pid`, recorded as the holder of something, still
+/// holds it: `recorded_start` is its [`start_ticks`] when the record has
+/// it; otherwise `written_unix_s`, when the record was written, rules out
+/// a process that started after it (one second of slack for the clocks'
+/// resolution). With neither, a live pid counts as the holder.
+pub fn holder(pid: u32, recorded_start: Option<u64>, written_unix_s: Option<u64>) -> Holder {
+    let Some(p) = ProcessInfo::read(pid) else {
+        return Holder::Gone;
+    };
+    let reused = match (recorded_start, written_unix_s) {
+        (Some(s), _) => s != p.start_ticks,
+        (None, Some(w)) => p.started_unix_s().is_some_and(|s| s > w as f64 + 1.0),
+        (None, None) => false,
+    };
+    if reused {
+        Holder::Reused(p)
+    } else {
+        Holder::Running(p)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +419,42 @@ mod tests {
         assert!(pid_alive(std::process::id()));
         assert!(!pid_alive(0));
         assert!(!pid_alive(u32::MAX));
+    }
+
+    #[test]
+    fn identity_and_holders() {
+        let me = std::process::id();
+        let p = ProcessInfo::read(me).expect("this process");
+        assert_eq!(Some(p.start_ticks), start_ticks(me));
+        assert_eq!(Some(p.comm.clone()), comm(me));
+        // SAFETY: getuid has no preconditions.
+        assert_eq!(p.uid, unsafe { libc::getuid() });
+        assert!(p.to_string().starts_with(&format!("pid {me} (")), "{p}");
+        let started = p.started_unix_s().unwrap();
+        let now = crate::time::now_unix_s() as f64;
+        assert!(started <= now + 1.0 && started > now - 86_400.0 * 365.0);
+        // recorded with its start: the holder; with another start: reused
+        assert!(matches!(
+            holder(me, Some(p.start_ticks), None),
+            Holder::Running(_)
+        ));
+        assert!(matches!(
+            holder(me, Some(p.start_ticks + 1), None),
+            Holder::Reused(_)
+        ));
+        // recorded before it started (a record older than this process): reused
+        let before = started as u64 - 10;
+        assert!(matches!(holder(me, None, Some(before)), Holder::Reused(_)));
+        assert!(matches!(
+            holder(me, None, Some(now as u64)),
+            Holder::Running(_)
+        ));
+        assert_eq!(holder(0, None, None), Holder::Gone);
+        // users
+        assert_eq!(user_id("root"), Some(0));
+        assert_eq!(user_id("4242"), Some(4242));
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        assert_eq!(user_id("no-such-user-here-xyz"), None);
+        assert_eq!(describe_user(0), "user root (uid 0)");
     }
 }

@@ -12,13 +12,25 @@
 //! A command starts already inside its group: the child writes `0` to
 //! each of the group's `cgroup.procs` (the kernel's "the writing process")
 //! between fork and exec, sets SCHED_IDLE if asked, and asks for SIGKILL
-//! when the daemon dies, so no instant of it runs outside the group.
+//! when the daemon dies, so no instant of it runs outside the group. What
+//! it forks stays in the group too (a shell wrapper's children, a
+//! grandchild that leaves its session): the group is created as the
+//! daemon's own (`Executor::create_owned_group`, with the freezer where
+//! one is offered), and stopping the command stops the whole group —
+//! SIGTERM to every process in it, then, after the grace time, every one
+//! left is killed (`cgroup.kill` on v2; freeze, SIGKILL, thaw on v1). After
+//! a SIGKILL of the daemon only the command's own process dies with it;
+//! the rest stays in the group, and the next start's recovery kills it
+//! before it removes the group — it never runs outside a group. An
+//! operator's group (`cgroup = ...`) is never signalled.
 
 use crate::config::{IdleMethod, Mode};
 use crate::error::DaemonError;
+use crate::health::Health;
 use crate::plan::{GroupPlan, GroupSource};
-use elfen_cgroup::{Controller, Executor, Group, Knob};
+use elfen_cgroup::{Controller, Executor, Group, KILL_TIMEOUT, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
+use elfen_ops::health::DaemonKnob;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
@@ -81,6 +93,8 @@ pub struct BatchGroup {
     child: Option<Child>,
     /// Threads set to SCHED_IDLE, with their previous class.
     idled: BTreeMap<u32, Class>,
+    /// SCHED_IDLE as a fallback ([`BatchGroup::fall_back_to_sched_idle`]).
+    idle_fallback: bool,
 }
 
 impl BatchGroup {
@@ -95,7 +109,17 @@ impl BatchGroup {
         let path = plan.path.as_str();
         let group = match plan.source {
             GroupSource::Existing => ex.open_group(path, &plan.controllers)?,
-            GroupSource::Launch { .. } => ex.create_group(path, &plan.controllers)?,
+            GroupSource::Launch { .. } => {
+                // the freezer too where offered: the whole group can then be
+                // frozen while it is killed, so nothing in it forks meanwhile
+                let mut ctls = plan.controllers.clone();
+                if ex.hierarchy().supports(Controller::Freezer)
+                    && !ctls.contains(&Controller::Freezer)
+                {
+                    ctls.push(Controller::Freezer);
+                }
+                ex.create_owned_group(path, &ctls)?
+            }
         };
         if let Some(cpus) = &plan.confine {
             ex.set(&group, Knob::CpusetCpus(cpus.clone()))?;
@@ -112,11 +136,12 @@ impl BatchGroup {
             group,
             child: None,
             idled: BTreeMap::new(),
+            idle_fallback: false,
         };
         if let GroupSource::Launch { program, args } = &plan.source {
             g.child = Some(g.launch(ex, program, args, env)?);
         }
-        g.idle_threads(ex);
+        g.idle_threads(ex, None);
         Ok(g)
     }
 
@@ -196,9 +221,12 @@ impl BatchGroup {
     }
 
     /// SCHED_IDLE on threads of the group that are not yet (method
-    /// `sched_idle`); returns how many were changed.
-    pub fn idle_threads(&mut self, ex: &Executor) -> usize {
-        if self.plan.idle != Some(IdleMethod::SchedIdle) {
+    /// `sched_idle`, or the fallback of a group whose freezes or cpusets
+    /// fail); returns how many were changed. A thread that refuses it
+    /// (other than one that exited meanwhile) is counted in `health` as
+    /// group `index`'s.
+    pub fn idle_threads(&mut self, ex: &Executor, health: Option<(&Health, usize)>) -> usize {
+        if self.plan.idle != Some(IdleMethod::SchedIdle) && !self.idle_fallback {
             return 0;
         }
         let Ok(tids) = ex.threads(&self.group) else {
@@ -210,12 +238,35 @@ impl BatchGroup {
             if c.policy == libc::SCHED_IDLE {
                 continue;
             }
-            if set_sched(tid, SchedClass::Idle).is_ok() {
-                self.idled.entry(tid).or_insert(c);
-                n += 1;
+            match set_sched(tid, SchedClass::Idle) {
+                Ok(()) => {
+                    self.idled.entry(tid).or_insert(c);
+                    n += 1;
+                    if let Some((h, g)) = health {
+                        h.succeeded(g, DaemonKnob::SchedIdle);
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    if let Some((h, g)) = health {
+                        h.count_failure(
+                            g,
+                            DaemonKnob::SchedIdle,
+                            format!("SCHED_IDLE on thread {tid}: {e}"),
+                            false,
+                        );
+                    }
+                }
             }
         }
         n
+    }
+
+    /// From now on every thread of the group is put SCHED_IDLE (at each
+    /// rescan; their classes are given back at the stop): what protects
+    /// the LC when the group's mode cannot.
+    pub fn fall_back_to_sched_idle(&mut self) {
+        self.idle_fallback = true;
     }
 
     /// The command's pid, if the daemon started one.
@@ -223,48 +274,109 @@ impl BatchGroup {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Whether the started command has exited (reaped; reported once).
-    pub fn poll_exit(&mut self) -> Option<String> {
+    /// Whether the started command has exited (reaped; reported once,
+    /// with what it left running in its group).
+    pub fn poll_exit(&mut self, ex: &Executor) -> Option<String> {
         let c = self.child.as_mut()?;
         match c.try_wait() {
             Ok(Some(status)) => {
                 let pid = c.id();
                 self.child = None;
+                let left = ex.procs(&self.group).map_or(0, |p| p.len());
                 Some(format!(
-                    "batch {}: command (pid {pid}) exited: {status}",
-                    self.plan.name
+                    "batch {}: command (pid {pid}) exited: {status}{}",
+                    self.plan.name,
+                    if left > 0 {
+                        format!(
+                            "; {left} processes it started still run in its group (stopped with it)"
+                        )
+                    } else {
+                        String::new()
+                    }
                 ))
             }
             _ => None,
         }
     }
 
-    /// Stops the started command (SIGTERM, then SIGKILL after `grace`) and
-    /// gives threads their previous scheduling class. Returns what it did.
-    pub fn stop(&mut self, grace: Duration) -> Vec<String> {
+    /// Whether the daemon started this group's processes (a command in a
+    /// group it created): only then are they ever signalled.
+    pub fn is_owned(&self) -> bool {
+        matches!(self.plan.source, GroupSource::Launch { .. })
+    }
+
+    /// Stops the started command and everything it forked: SIGTERM to
+    /// every process of the group, then, after at most `grace`, SIGKILL to
+    /// every one left ([`Executor::kill_tasks`], bounded by
+    /// [`KILL_TIMEOUT`]); gives threads their previous scheduling class.
+    /// Without the executor (a drop without shutdown) only the command's
+    /// own process is signalled; the restore or the next start kills the
+    /// rest. Returns what it did, survivors named.
+    pub fn stop(&mut self, ex: Option<&Executor>, grace: Duration) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(mut c) = self.child.take() {
-            let pid = c.id();
-            elfen_cmd::proc::signal_pid(pid, libc::SIGTERM);
+        let name = self.plan.name.clone();
+        let child = self.child.take();
+        let owned = self.is_owned();
+        let members = |ex: Option<&Executor>| -> Vec<u32> {
+            match ex {
+                Some(ex) if owned => ex.procs(&self.group).unwrap_or_default(),
+                _ => Vec::new(),
+            }
+        };
+        let first = members(ex);
+        if child.is_some() || !first.is_empty() {
+            let mut c = child;
+            let pid = c.as_ref().map(Child::id);
+            for p in first.iter().copied().chain(pid) {
+                elfen_cmd::proc::signal_pid(p, libc::SIGTERM);
+            }
             let t0 = Instant::now();
-            let status = loop {
-                match c.try_wait() {
-                    Ok(Some(s)) => break Some(s),
-                    Ok(None) if t0.elapsed() < grace => {
-                        std::thread::sleep(Duration::from_millis(5))
+            let mut status = None;
+            loop {
+                if let Some(ch) = c.as_mut() {
+                    if let Ok(Some(s)) = ch.try_wait() {
+                        status = Some(s);
+                        c = None;
                     }
-                    _ => break None,
                 }
+                let done = c.is_none() && members(ex).is_empty();
+                if done || t0.elapsed() >= grace {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let killed = match ex {
+                Some(ex) if owned => match ex.kill_tasks(&self.group, KILL_TIMEOUT) {
+                    Ok(r) if r.is_clean() => (r.killed > 0).then(|| format!("{} killed", r.killed)),
+                    Ok(r) => Some(format!(
+                        "FAILED to stop all of it: {r}; the next start kills them"
+                    )),
+                    Err(e) => Some(format!("FAILED to stop the rest: {e}")),
+                },
+                _ => None,
             };
-            let status = status.or_else(|| {
-                elfen_cmd::proc::kill_pid(pid);
-                c.wait().ok()
-            });
-            out.push(format!(
-                "batch {}: command (pid {pid}) stopped ({})",
-                self.plan.name,
-                status.map_or("status unknown".into(), |s| s.to_string())
-            ));
+            if let Some(mut ch) = c {
+                elfen_cmd::proc::kill_pid(ch.id());
+                status = ch.wait().ok();
+            }
+            let others = first.iter().filter(|&&p| Some(p) != pid).count();
+            let mut line = format!("batch {name}: ");
+            match pid {
+                Some(pid) => {
+                    line += &format!(
+                        "command (pid {pid}) stopped ({})",
+                        status.map_or("status unknown".into(), |s| s.to_string())
+                    )
+                }
+                None => line += "command had exited",
+            }
+            if others > 0 {
+                line += &format!("; {others} more processes of its group sent SIGTERM");
+            }
+            if let Some(k) = killed {
+                line += &format!("; {k}");
+            }
+            out.push(line);
         }
         let mut restored = 0;
         for (tid, c) in std::mem::take(&mut self.idled) {
@@ -276,8 +388,7 @@ impl BatchGroup {
         }
         if restored > 0 {
             out.push(format!(
-                "batch {}: {restored} threads back to their scheduling class",
-                self.plan.name
+                "batch {name}: {restored} threads back to their scheduling class"
             ));
         }
         out
@@ -292,7 +403,7 @@ impl BatchGroup {
 impl Drop for BatchGroup {
     fn drop(&mut self) {
         if self.child.is_some() || !self.idled.is_empty() {
-            self.stop(Duration::from_millis(500));
+            self.stop(None, Duration::from_millis(500));
         }
     }
 }

@@ -27,10 +27,12 @@
 
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
+use crate::health::{GroupReporter, retry};
 use crate::worker::Worker;
 use elfen_bpf::SlotReader;
 use elfen_cgroup::{Executor, Group, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
+use elfen_ops::health::DaemonKnob;
 use elfen_policy::blind::BlindIsolation;
 use elfen_shm::{KillMode, Page};
 use serde::Serialize;
@@ -188,6 +190,9 @@ pub struct BlindReport {
     pub freezes: u64,
     /// LC switch onto a CPU of the set → the write that took it away.
     pub reaction: LatencySummary,
+    /// cpuset, freeze and thaw writes that failed (after retries of
+    /// transient errors).
+    pub failed_writes: u64,
     /// Errors met (the first few).
     pub errors: Vec<String>,
 }
@@ -234,6 +239,20 @@ impl Blind {
         executor: Arc<Mutex<Executor>>,
         opts: BlindOptions,
     ) -> Result<BlindHandle, DaemonError> {
+        Blind::spawn_reporting(page, slots, cpus, group, executor, opts, None)
+    }
+
+    /// [`Blind::spawn`], counting failed writes in `reporter` (the
+    /// daemon's [`crate::health::Health`]).
+    pub fn spawn_reporting(
+        page: Arc<Page>,
+        slots: SlotReader,
+        cpus: Vec<u32>,
+        group: Group,
+        executor: Arc<Mutex<Executor>>,
+        opts: BlindOptions,
+        reporter: Option<GroupReporter>,
+    ) -> Result<BlindHandle, DaemonError> {
         let changes = Arc::new(AtomicU64::new(0));
         let c2 = Arc::clone(&changes);
         let (worker, ()) = Worker::start(
@@ -251,20 +270,57 @@ impl Blind {
                 }
                 Ok((opts, ()))
             },
-            move |opts, stop| run(&page, &slots, cpus, &group, &executor, &opts, stop, &c2),
+            move |opts, stop| {
+                let io = Io {
+                    group: &group,
+                    executor: &executor,
+                    reporter: reporter.as_ref(),
+                };
+                run(&page, &slots, cpus, io, &opts, stop, &c2)
+            },
             BlindReport::default,
         )?;
         Ok(BlindHandle { worker, changes })
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Where the blind-isolation thread writes, and where failures are told.
+struct Io<'a> {
+    group: &'a Group,
+    executor: &'a Mutex<Executor>,
+    reporter: Option<&'a GroupReporter>,
+}
+
+impl Io<'_> {
+    /// One write of `knob`, retried while transient; counted when it fails.
+    fn write(&self, knob: DaemonKnob, value: Knob, rep: &mut BlindReport) -> bool {
+        let mut ex = self.executor.lock().unwrap_or_else(|p| p.into_inner());
+        match retry(|| ex.set(self.group, value.clone())) {
+            Ok(_) => {
+                if let Some(r) = self.reporter {
+                    r.succeeded(knob);
+                }
+                true
+            }
+            Err(e) => {
+                rep.failed_writes += 1;
+                if let Some(r) = self.reporter {
+                    r.failed(knob, &e);
+                }
+                if rep.errors.len() < 5 {
+                    rep.errors.push(format!("{}: {e}", knob.name()));
+                }
+                false
+            }
+        }
+    }
+}
+
 fn run(
     page: &Page,
     slots: &SlotReader,
     cpus: Vec<u32>,
-    group: &Group,
-    executor: &Mutex<Executor>,
+    io: Io<'_>,
     opts: &BlindOptions,
     stop: &AtomicBool,
     changes: &AtomicU64,
@@ -274,7 +330,7 @@ fn run(
     };
     let mut st = BlindState::new(law, cpus.clone(), opts.grow_hold);
     let mut rep = BlindReport {
-        group: group.path().as_str().to_string(),
+        group: io.group.path().as_str().to_string(),
         ..BlindReport::default()
     };
     let mut hist = latency_histogram();
@@ -291,62 +347,49 @@ fn run(
         let before = st.current().to_vec();
         let now = elfen_shm::clock::monotonic_ns();
         if let Some(t) = st.step(page.kill_mode(), busy, idle, now) {
-            let mut ex = executor.lock().unwrap_or_else(|p| p.into_inner());
-            let r = match &t {
+            let ok = match &t {
                 Target::Frozen => {
-                    frozen = true;
                     rep.freezes += 1;
-                    ex.set(group, Knob::Frozen(true)).map(|_| ())
+                    let ok = io.write(DaemonKnob::Freeze, Knob::Frozen(true), &mut rep);
+                    frozen |= ok;
+                    ok
                 }
                 Target::Cpus(c) => {
-                    let set = ex.set(group, Knob::CpusetCpus(c.clone())).map(|_| ());
-                    if frozen {
-                        frozen = false;
-                        set.and_then(|_| ex.set(group, Knob::Frozen(false)).map(|_| ()))
+                    let set = io.write(DaemonKnob::Cpuset, Knob::CpusetCpus(c.clone()), &mut rep);
+                    if set && frozen {
+                        frozen = !io.write(DaemonKnob::Thaw, Knob::Frozen(false), &mut rep);
+                        !frozen
                     } else {
                         set
                     }
                 }
             };
-            drop(ex);
             let done = elfen_shm::clock::monotonic_ns();
-            match r {
-                Ok(()) => {
-                    changes.fetch_add(1, Relaxed);
-                    rep.cpuset_changes += 1;
-                    let after = st.current();
-                    rep.shrinks += u64::from(after.len() < before.len());
-                    // reaction: an LC CPU batch had is taken away
-                    for (i, &c) in cpus.iter().enumerate() {
-                        if before.contains(&c) && !after.contains(&c) {
-                            if let Some(s) = snaps[i].as_ref().filter(|s| s.lc()) {
-                                let _ = hist.record(done.saturating_sub(s.lc_since_ns).max(1));
-                            }
+            if ok {
+                changes.fetch_add(1, Relaxed);
+                rep.cpuset_changes += 1;
+                let after = st.current();
+                rep.shrinks += u64::from(after.len() < before.len());
+                // reaction: an LC CPU batch had is taken away
+                for (i, &c) in cpus.iter().enumerate() {
+                    if before.contains(&c) && !after.contains(&c) {
+                        if let Some(s) = snaps[i].as_ref().filter(|s| s.lc()) {
+                            let _ = hist.record(done.saturating_sub(s.lc_since_ns).max(1));
                         }
                     }
                 }
-                Err(e) => {
-                    // the group still has what it had: decide again next time
-                    st.rollback(before.clone());
-                    frozen = before.is_empty();
-                    if rep.errors.len() < 5 {
-                        rep.errors.push(e.to_string());
-                    }
-                }
+            } else {
+                // the group still has what it had: decide again next time
+                st.rollback(before.clone());
             }
         }
         std::thread::sleep(opts.poll);
     }
     // Give batch every CPU back (and thaw) before it is stopped or killed:
     // a frozen process cannot die until thawed.
-    let mut ex = executor.lock().unwrap_or_else(|p| p.into_inner());
-    if let Err(e) = ex.set(group, Knob::CpusetCpus(cpus)) {
-        rep.errors.push(e.to_string());
-    }
+    io.write(DaemonKnob::Cpuset, Knob::CpusetCpus(cpus), &mut rep);
     if frozen {
-        if let Err(e) = ex.set(group, Knob::Frozen(false)) {
-            rep.errors.push(e.to_string());
-        }
+        io.write(DaemonKnob::Thaw, Knob::Frozen(false), &mut rep);
     }
     rep.reaction = LatencySummary::of(&hist);
     rep

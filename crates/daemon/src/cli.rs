@@ -25,9 +25,12 @@ sched_switch; a coarse /proc poll fallback, reported) when the LC service - foun
 cgroup or command name, and found again when it restarts - runs on each request lane, writes \
 that lane's LC line, and makes each batch group give the lanes back in its mode: cooperative \
 (instrumented programs nap themselves), guard (a SCHED_FIFO thread occupies the batch lane \
-while the policy says nap), freeze (the group's freezer) or idle (cpu.idle / SCHED_IDLE). \
-Every cgroup change is recorded in a state file first: SIGTERM restores everything, and the \
-next start repairs what a killed daemon left. See docs/daemon.md.";
+while the policy says nap), freeze (the group's freezer), idle (cpu.idle / SCHED_IDLE) or \
+blind (the group's cpuset follows the CPUs the LC leaves idle). Every cgroup change is \
+recorded in a state file first: SIGTERM restores everything (a batch command is stopped with \
+all it forked), and the next start repairs what a killed daemon left. Exit status: 0 after a \
+clean stop, 1 on an error, 3 when a batch group's cgroup was removed under the daemon \
+(on_group_lost = \"stop\"). See docs/daemon.md.";
 
 /// Arguments of `elfen daemon`.
 #[derive(Debug, Args)]
@@ -136,9 +139,15 @@ fn run_daemon(path: &Path, check: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let stop = elfen_cmd::interrupt::install();
-    crate::daemon::run(plan, stop)
-        .map(|_| ())
-        .context("elfen daemon")
+    match crate::daemon::run(plan, stop) {
+        Ok(_) => Ok(()),
+        // a distinct status: a supervisor must not take it for a crash
+        Err(e @ crate::DaemonError::GroupLost { .. }) => {
+            eprintln!("elfen daemon: error: {e}");
+            std::process::exit(crate::health::EXIT_GROUP_LOST)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("elfen daemon")),
+    }
 }
 
 fn run_measure(a: MeasureArgs) -> anyhow::Result<()> {

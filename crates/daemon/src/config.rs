@@ -39,6 +39,11 @@ pub struct Config {
     pub freezer: FreezerChoice,
     /// How often the daemon writes the page's heartbeat, ms (default 100).
     pub heartbeat_ms: u64,
+    /// What the daemon does when a batch group's cgroup is removed under
+    /// it (its processes are no longer contained): `stop` (default: restore
+    /// everything and exit with status 3) or `continue` (keep running, the
+    /// group marked lost in `elfen status` and the metrics).
+    pub on_group_lost: OnGroupLost,
     /// The policy of every lane.
     pub policy: PolicySection,
     /// The LC service to protect.
@@ -66,6 +71,7 @@ impl Default for Config {
             cgroup_root: elfen_cgroup::default_root(),
             freezer: FreezerChoice::Auto,
             heartbeat_ms: 100,
+            on_group_lost: OnGroupLost::Stop,
             policy: PolicySection::default(),
             lc: LcSection::default(),
             signal: SignalSection::default(),
@@ -166,6 +172,17 @@ impl std::fmt::Display for GroupRef {
     }
 }
 
+/// `on_group_lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OnGroupLost {
+    /// Restore everything and exit with `health::EXIT_GROUP_LOST`.
+    #[default]
+    Stop,
+    /// Keep running; the group is marked lost.
+    Continue,
+}
+
 /// `freezer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -232,8 +249,14 @@ pub struct LcSection {
     /// `rescan_ms`.
     pub cgroup: Option<PathBuf>,
     /// A command name: `/proc/<pid>/comm` or the base name of `argv[0]`.
-    /// Every matching process is LC. May be absent at start (waited for).
+    /// Every matching process of the LC's user (`user`) is LC. May be
+    /// absent at start (waited for).
     pub comm: Option<String>,
+    /// Whose processes a name adopts (a user name or a uid; with `comm`,
+    /// and with `pid` for its restarts). Default: the user of the pid, or
+    /// of the oldest process found; processes of other users with the
+    /// same name are ignored, and said so.
+    pub user: Option<String>,
     /// How often the watched processes are checked for life, ms (default 100).
     pub liveness_ms: u64,
     /// How often processes are looked for anew (new processes of a comm or
@@ -249,6 +272,7 @@ impl Default for LcSection {
             pid: None,
             cgroup: None,
             comm: None,
+            user: None,
             liveness_ms: 100,
             rescan_ms: 1000,
             lost_rescan_ms: 10,
@@ -437,7 +461,7 @@ pub enum IdleMethod {
 pub struct BatchSection {
     /// A name, unique in the file (used in messages and created groups).
     pub name: String,
-    /// `cooperative`, `guard`, `freeze` or `idle`.
+    /// `cooperative`, `guard`, `freeze`, `idle` or `blind`.
     pub mode: Mode,
     /// An existing cgroup, as a path below each controller's root
     /// (`batch/jobs` = `/sys/fs/cgroup/<controller>/batch/jobs` on v1).
@@ -604,6 +628,17 @@ impl Config {
                 return Err(ConfigError::new(
                     "lc.comm",
                     format!("{c:?}: a command name, without '/'"),
+                ));
+            }
+        }
+        if let Some(u) = &lc.user {
+            if u.trim().is_empty() {
+                return Err(ConfigError::new("lc.user", "a user name or uid, not empty"));
+            }
+            if lc.cgroup.is_some() {
+                return Err(ConfigError::new(
+                    "lc.user",
+                    "applies to pid and comm: a cgroup's processes are what its owner put there",
                 ));
             }
         }

@@ -1,24 +1,29 @@
 //! The run: [`Daemon::start`] applies a [`Plan`] (recovery of a killed
 //! predecessor first, then the page, the batch groups, the writer, guards
 //! and freezers), [`Daemon::tick`] keeps it going (heartbeat, notices,
-//! SCHED_IDLE for new threads, commands that exit, threads that die), and
+//! SCHED_IDLE for new threads, commands that exit, threads that die, failed
+//! knob writes and groups removed under it — [`crate::health`] — published
+//! in the metrics and beside the page for `elfen status`), and
 //! [`Daemon::shutdown`] gives everything back. [`run`] is the loop of
 //! `elfen daemon`, until SIGTERM or SIGINT.
 
 use crate::batch::{BatchGroup, LaunchEnv};
 use crate::bell::Bell;
 use crate::blind::{Blind, BlindHandle, BlindOptions, BlindReport};
-use crate::config::Mode;
+use crate::config::{Mode, OnGroupLost};
 use crate::error::DaemonError;
 use crate::freeze::{FreezeOptions, FreezeReport, Freezer, FreezerHandle};
 use crate::guard::{Guard, GuardHandle, GuardOptions, GuardReport};
+use crate::health::{FailureLog, GroupReporter, Health};
 use crate::lc::{DiscoveryOptions, Notice};
-use crate::metrics::{DaemonMetrics, GuardCounts};
+use crate::metrics::{DaemonMetrics, GuardCounts, KnobCount};
 use crate::plan::Plan;
 use crate::writer::{LcWriter, LcWriterHandle, WriterOptions, WriterReport};
 use elfen_cgroup::{Executor, RestoreReport};
+use elfen_ops::health::{DaemonKnob, GroupState};
 use elfen_shm::Page;
 use serde::Serialize;
+use std::os::unix::fs::DirBuilderExt;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, channel};
@@ -40,6 +45,14 @@ pub struct Daemon {
     next_rescan: Instant,
     metrics: Option<DaemonMetrics>,
     lc_restarts: u64,
+    health: Arc<Health>,
+    failure_log: FailureLog,
+    /// Groups whose loss was said.
+    lost_said: Vec<bool>,
+    /// The health record last published (not written again unchanged).
+    published: Option<elfen_ops::health::DaemonHealth>,
+    /// Whether a failure to publish it was said.
+    publish_failed: bool,
     /// What start repaired of a predecessor.
     pub recovered: RestoreReport,
 }
@@ -61,6 +74,8 @@ pub struct ShutdownReport {
     pub groups: Vec<String>,
     /// The executor's restore.
     pub restored: RestoreReport,
+    /// The batch groups' states and failed knob writes.
+    pub health: Option<elfen_ops::health::DaemonHealth>,
 }
 
 impl std::fmt::Display for ShutdownReport {
@@ -90,8 +105,16 @@ impl std::fmt::Display for ShutdownReport {
         for z in &self.freezers {
             writeln!(
                 f,
-                "freezer {}: {} freezes ({} late), {} thaws; freeze {}; thaw {}; step-aside {}",
-                z.group, z.freezes, z.late, z.thaws, z.freeze, z.thaw, z.step_aside
+                "freezer {}: {} freezes ({} late), {} thaws, {} failed writes; freeze {}; thaw {}; \
+                 step-aside {}",
+                z.group,
+                z.freezes,
+                z.late,
+                z.thaws,
+                z.failed_writes,
+                z.freeze,
+                z.thaw,
+                z.step_aside
             )?;
         }
         for b in &self.blind {
@@ -114,11 +137,48 @@ impl std::fmt::Display for ShutdownReport {
         for g in &self.groups {
             writeln!(f, "{g}")?;
         }
+        for g in self.health.iter().flat_map(|h| &h.groups) {
+            if g.state == GroupState::Ok && g.failures.is_empty() {
+                continue;
+            }
+            let failed: Vec<String> = g
+                .failures
+                .iter()
+                .map(|k| format!("{} {}", k.knob.name(), k.count))
+                .collect();
+            writeln!(
+                f,
+                "batch {}: {}{}{}",
+                g.name,
+                g.state.word(),
+                g.reason
+                    .as_deref()
+                    .map_or(String::new(), |r| format!(" — {r}")),
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    format!("; failed writes: {}", failed.join(", "))
+                }
+            )?;
+        }
         if self.restored.is_empty() {
             writeln!(f, "cgroups: nothing to restore")
         } else {
             write!(f, "cgroups restored:\n{}", self.restored)
         }
+    }
+}
+
+/// The SCHED_FIFO priority of freezer and blind-isolation threads: the
+/// guards', or one above it when a guard group runs too — they share the
+/// batch lanes, and a thread at a spinning guard's priority would wait for
+/// the guard's occupation (the very time it must freeze) to end.
+fn group_thread_priority(plan: &Plan) -> u8 {
+    let p = plan.config.guard.priority;
+    if plan.groups.iter().any(|g| g.mode == Mode::Guard) {
+        p.saturating_add(1)
+    } else {
+        p
     }
 }
 
@@ -146,7 +206,11 @@ impl Daemon {
         let executor = match &plan.hierarchy {
             Some(h) => {
                 if let Some(dir) = cfg.state_file.parent() {
-                    std::fs::create_dir_all(dir)
+                    // writable by root only: the state file is trusted there
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o755)
+                        .create(dir)
                         .map_err(|e| DaemonError::os(format!("creating {}", dir.display()), e))?;
                 }
                 let (ex, rep) = Executor::with_state_file(h.clone(), &cfg.state_file)?;
@@ -173,8 +237,14 @@ impl Daemon {
             None => None,
         };
         let (tx, rx) = channel();
+        let health = Arc::new(Health::new(&plan.groups));
         let mut d = Daemon {
             next_rescan: Instant::now(),
+            lost_said: vec![false; plan.groups.len()],
+            health,
+            failure_log: FailureLog::default(),
+            published: None,
+            publish_failed: false,
             plan,
             page,
             executor,
@@ -189,7 +259,10 @@ impl Daemon {
             recovered,
         };
         match d.apply(tx) {
-            Ok(()) => Ok(d),
+            Ok(()) => {
+                d.publish_health();
+                Ok(d)
+            }
             Err(e) => {
                 let r = d.shutdown();
                 log(format!("start failed; given back:\n{r}"));
@@ -253,6 +326,7 @@ impl Daemon {
                 liveness: Duration::from_millis(cfg.lc.liveness_ms),
                 rescan: Duration::from_millis(cfg.lc.rescan_ms),
                 lost_rescan: Duration::from_millis(cfg.lc.lost_rescan_ms),
+                owner: plan.lc_owner.0,
             },
             max_wait: Duration::from_millis(100),
             notices: Some(tx),
@@ -281,16 +355,17 @@ impl Daemon {
                 policy: plan.policy,
                 timeout: Duration::from_millis(cfg.freeze.timeout_ms),
                 max_sleep: Duration::from_millis(100),
-                priority: cfg.guard.priority,
+                priority: group_thread_priority(&plan),
                 cpus: Some(plan.writer_cpus.clone()),
             };
-            self.freezers.push(Freezer::spawn(
+            self.freezers.push(Freezer::spawn_reporting(
                 Arc::clone(&self.page),
                 plan.request_lanes.iter().map(|r| r.lane).collect(),
                 self.groups[i].group.clone(),
                 ex,
                 bell,
                 fopts,
+                Some(GroupReporter::new(Arc::clone(&self.health), i)),
             )?);
         }
         self.start_blind(&plan)?;
@@ -321,17 +396,18 @@ impl Daemon {
                 buffer_cores: cfg.blind.buffer_cores,
                 grow_hold: Duration::from_micros(cfg.blind.grow_hold_us),
                 poll: Duration::from_micros(cfg.blind.poll_us),
-                priority: cfg.guard.priority,
+                priority: group_thread_priority(plan),
                 thread_cpus: Some(plan.writer_cpus.clone()),
             };
             let group = self.groups[i].group.clone();
-            self.blinds.push(Blind::spawn(
+            self.blinds.push(Blind::spawn_reporting(
                 Arc::clone(&self.page),
                 slots.clone(),
                 cpus.clone(),
                 group,
                 ex,
                 opts,
+                Some(GroupReporter::new(Arc::clone(&self.health), i)),
             )?);
         }
         Ok(())
@@ -368,53 +444,173 @@ impl Daemon {
     }
 
     /// One round of upkeep: heartbeat; SCHED_IDLE for new threads and
-    /// exited commands every `lc.rescan_ms`. Returns what to report; an
-    /// error when a thread of the daemon died (the run must end).
+    /// exited commands every `lc.rescan_ms`, and a look that every batch
+    /// group's cgroup is still there; failed knob writes said, fallbacks
+    /// engaged, the health published. Returns what to report; an error
+    /// when a thread of the daemon died or a group was lost with
+    /// `on_group_lost = "stop"` (the run must end).
     pub fn tick(&mut self) -> Result<Vec<String>, DaemonError> {
         let _ = self.page.beat();
         let notices = self.notices();
-        self.lc_restarts += notices
-            .iter()
-            .filter(|n| matches!(n, Notice::Restarted { .. }))
-            .count() as u64;
+        for n in &notices {
+            match n {
+                Notice::Restarted { .. } => self.lc_restarts += 1,
+                Notice::Ignored { .. } => self.health.lc_ignored(),
+                _ => {}
+            }
+        }
         let mut out: Vec<String> = notices.iter().map(|n| n.to_string()).collect();
-        self.update_metrics();
         let now = Instant::now();
         if now >= self.next_rescan {
             self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
             if let Some(ex) = &self.executor {
                 let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
-                for g in &mut self.groups {
-                    let n = g.idle_threads(&ex);
+                for (i, g) in self.groups.iter_mut().enumerate() {
+                    let n = g.idle_threads(&ex, Some((&self.health, i)));
                     if n > 0 {
                         out.push(format!(
                             "batch {}: {n} new threads set SCHED_IDLE",
                             g.plan.name
                         ));
                     }
+                    for &c in g.group.controllers() {
+                        let Ok(dir) = ex.hierarchy().group_dir(c, g.group.path()) else {
+                            continue;
+                        };
+                        if !dir.is_dir() {
+                            self.health.mark_lost(
+                                i,
+                                format!(
+                                    "its cgroup {} was removed while the daemon ran",
+                                    dir.display()
+                                ),
+                            );
+                        }
+                    }
+                    out.extend(g.poll_exit(&ex));
                 }
             }
-            for g in &mut self.groups {
-                out.extend(g.poll_exit());
+        }
+        self.fall_back();
+        out.extend(self.failure_log.lines(&self.health));
+        let lost = self.newly_lost(&mut out);
+        self.update_metrics();
+        self.publish_health();
+        match self.ended(lost) {
+            Some(e) => {
+                // said before the error ends the run
+                out.into_iter().for_each(log);
+                Err(e)
             }
+            None => Ok(out),
+        }
+    }
+
+    /// Why the run must end: a group lost (with `on_group_lost = "stop"`),
+    /// a thread of the daemon gone.
+    fn ended(&mut self, lost: Option<(String, String)>) -> Option<DaemonError> {
+        if let (Some((name, path)), OnGroupLost::Stop) = (lost, self.plan.config.on_group_lost) {
+            return Some(DaemonError::GroupLost { name, path });
         }
         if self.writer.as_ref().is_some_and(|w| !w.is_running()) {
             let err = self.writer.take().map(LcWriterHandle::stop);
-            return Err(match err {
+            return Some(match err {
                 Some(Err(e)) => e,
                 _ => DaemonError::thread("lc writer", "stopped"),
             });
         }
         if self.guards.iter().any(|g| !g.is_running()) {
-            return Err(DaemonError::thread("guard", "a guard thread ended"));
+            return Some(DaemonError::thread("guard", "a guard thread ended"));
         }
         if self.freezers.iter().any(|f| !f.is_running()) {
-            return Err(DaemonError::thread("freezer", "a freezer thread ended"));
+            return Some(DaemonError::thread("freezer", "a freezer thread ended"));
         }
         if self.blinds.iter().any(|b| !b.is_running()) {
-            return Err(DaemonError::thread("blind isolation", "its thread ended"));
+            return Some(DaemonError::thread("blind isolation", "its thread ended"));
         }
-        Ok(out)
+        None
+    }
+
+    /// A freeze or blind-isolation group whose freezes or cpuset writes
+    /// fail (the group still there) falls back to SCHED_IDLE, once.
+    fn fall_back(&mut self) {
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            let knobs: &[DaemonKnob] = match g.mode() {
+                Mode::Freeze => &[DaemonKnob::Freeze],
+                Mode::Blind => &[DaemonKnob::Cpuset, DaemonKnob::Freeze],
+                _ => continue,
+            };
+            if self.health.state(i) != GroupState::Degraded
+                || self.health.has_fallback(i)
+                || !knobs.iter().any(|&k| self.health.failing(i, k))
+            {
+                continue;
+            }
+            g.fall_back_to_sched_idle();
+            let how = format!(
+                "{} writes fail: its threads are put SCHED_IDLE instead (they yield to the LC's \
+                 threads but share its lanes)",
+                if g.mode() == Mode::Freeze {
+                    "freeze"
+                } else {
+                    "cpuset or freeze"
+                }
+            );
+            log(format!("batch {}: DEGRADED: {how}", g.plan.name));
+            self.health.set_fallback(i, how);
+            // at once, not at the next rescan
+            if let Some(ex) = &self.executor {
+                let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+                g.idle_threads(&ex, Some((&self.health, i)));
+            }
+        }
+    }
+
+    /// Says each group lost since the last tick (loudly); returns the first
+    /// one's name and path.
+    fn newly_lost(&mut self, out: &mut Vec<String>) -> Option<(String, String)> {
+        let mut first = None;
+        let snap = self.health.snapshot();
+        for (i, g) in snap.groups.iter().enumerate() {
+            if g.state != GroupState::Lost || self.lost_said[i] {
+                continue;
+            }
+            self.lost_said[i] = true;
+            let then = match self.plan.config.on_group_lost {
+                OnGroupLost::Stop => "the daemon stops (on_group_lost = \"stop\")",
+                OnGroupLost::Continue => {
+                    "the daemon carries on without it (on_group_lost = \"continue\")"
+                }
+            };
+            out.push(format!(
+                "LOST: batch {} ({}): {}: its processes are no longer contained; {then}",
+                g.name,
+                g.path,
+                g.reason.as_deref().unwrap_or("its cgroup is gone")
+            ));
+            first.get_or_insert((g.name.clone(), g.path.clone()));
+        }
+        first
+    }
+
+    /// Writes the health record beside the page when it changed.
+    fn publish_health(&mut self) {
+        let h = self.health.snapshot();
+        if self.published.as_ref() == Some(&h) {
+            return;
+        }
+        match h.write(self.page.path()) {
+            Ok(()) => self.published = Some(h),
+            Err(e) if !self.publish_failed => {
+                self.publish_failed = true;
+                log(format!(
+                    "cannot publish the daemon's health at {}: {e} (elfen status will not show \
+                     it; the metrics do)",
+                    elfen_ops::health::health_path(self.page.path()).display()
+                ));
+            }
+            Err(_) => {}
+        }
     }
 
     /// The metrics endpoint's address, when it runs.
@@ -441,13 +637,31 @@ impl Daemon {
         let repaired = self.recovered.actions.len() as u64;
         let restarts = self.lc_restarts;
         let cpuset_changes = self.blinds.iter().map(BlindHandle::cpuset_changes).sum();
+        let h = self.health.snapshot();
+        let mut knob_failures = Vec::new();
+        for (i, g) in h.groups.iter().enumerate() {
+            for &knob in &DaemonKnob::ALL {
+                let failures = self.health.count(i, knob);
+                if failures > 0 || self.health.runtime_knobs(i).contains(&knob) {
+                    knob_failures.push(KnobCount {
+                        group: g.name.clone(),
+                        knob,
+                        failures,
+                    });
+                }
+            }
+        }
+        let groups = h.groups.iter().map(|g| (g.name.clone(), g.state)).collect();
         m.update(|s| {
             s.cpuset_changes = cpuset_changes;
             s.guards = guards;
             s.writer_events = events;
             s.writer_reconciled = reconciled;
             s.lc_restarts = restarts;
+            s.lc_ignored = h.lc_ignored;
             s.repaired = repaired;
+            s.knob_failures = knob_failures;
+            s.groups = groups;
         });
     }
 
@@ -474,13 +688,22 @@ impl Daemon {
             None => {}
         }
         r.guards = self.guards.drain(..).map(GuardHandle::stop).collect();
-        for g in &mut self.groups {
-            r.groups.extend(g.stop(Duration::from_secs(2)));
+        {
+            let ex = self
+                .executor
+                .as_ref()
+                .map(|e| e.lock().unwrap_or_else(|p| p.into_inner()));
+            for g in &mut self.groups {
+                r.groups
+                    .extend(g.stop(ex.as_deref(), Duration::from_secs(2)));
+            }
         }
         self.groups.clear();
         if let Some(ex) = &self.executor {
             r.restored = ex.lock().unwrap_or_else(|p| p.into_inner()).restore_all();
         }
+        r.health = Some(self.health.snapshot());
+        let _ = std::fs::remove_file(elfen_ops::health::health_path(self.page.path()));
         r
     }
 }

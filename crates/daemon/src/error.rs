@@ -58,6 +58,19 @@ pub enum DaemonError {
         /// What went wrong.
         reason: String,
     },
+    /// A batch group's cgroup was removed under the daemon
+    /// (`on_group_lost = "stop"`).
+    #[error(
+        "batch {name}: its cgroup {path} was removed while the daemon ran: its processes are no \
+         longer contained; everything else was restored (with on_group_lost = \"continue\" \
+         the daemon carries on instead)"
+    )]
+    GroupLost {
+        /// The batch group's name.
+        name: String,
+        /// The group's path.
+        path: String,
+    },
     /// Launching a batch command failed.
     #[error("batch {name}: cannot start {program}: {source}")]
     Launch {

@@ -15,13 +15,21 @@
 //! reported. Every freeze goes through the executor, so a group the daemon
 //! did not create has its original state recorded and a restart after a
 //! SIGKILL thaws it.
+//!
+//! A freeze or thaw that fails (after [`crate::health::retry`]'s retries
+//! of a transient error) is counted ([`crate::health`]: the daemon's
+//! metrics, `elfen status`, its log) and not taken for done: the group is
+//! still thawed (or frozen) as far as the thread knows, and the next
+//! decision writes again.
 
 use crate::bell::Bell;
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
+use crate::health::{GroupReporter, retry};
 use crate::worker::Worker;
 use elfen_cgroup::{Executor, FreezerState, Group, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
+use elfen_ops::health::DaemonKnob;
 use elfen_policy::{Decision, Observation, Policy, PolicyConfig};
 use elfen_shm::{Page, state};
 use serde::Serialize;
@@ -56,6 +64,9 @@ pub struct FreezeReport {
     pub thaws: u64,
     /// Freezes that took longer than the timeout.
     pub late: u64,
+    /// Freeze and thaw writes that failed (after retries of transient
+    /// errors).
+    pub failed_writes: u64,
     /// Write of the request → the group reads frozen.
     pub freeze: LatencySummary,
     /// The thaw write.
@@ -87,6 +98,21 @@ impl Freezer {
         bell: Arc<Bell>,
         opts: FreezeOptions,
     ) -> Result<FreezerHandle, DaemonError> {
+        Freezer::spawn_reporting(page, lanes, group, executor, bell, opts, None)
+    }
+
+    /// [`Freezer::spawn`], counting failed writes in `reporter` (the
+    /// daemon's [`crate::health::Health`]); without one the first few are
+    /// printed.
+    pub fn spawn_reporting(
+        page: Arc<Page>,
+        lanes: Vec<u32>,
+        group: Group,
+        executor: Arc<Mutex<Executor>>,
+        bell: Arc<Bell>,
+        opts: FreezeOptions,
+        reporter: Option<GroupReporter>,
+    ) -> Result<FreezerHandle, DaemonError> {
         for &l in &lanes {
             page.lc(l)?;
         }
@@ -105,7 +131,10 @@ impl Freezer {
                 }
                 let p = Policy::new(opts.policy)
                     .map_err(|e| DaemonError::thread("freezer", e.to_string()))?;
-                Ok((State::new(page, lanes, group, executor, p, opts), ()))
+                Ok((
+                    State::new(page, lanes, group, executor, p, opts, reporter),
+                    (),
+                ))
             },
             move |mut f, stop| f.run(&b2, stop),
             FreezeReport::default,
@@ -134,6 +163,7 @@ struct State {
     group: Group,
     executor: Arc<Mutex<Executor>>,
     opts: FreezeOptions,
+    reporter: Option<GroupReporter>,
     frozen: bool,
     /// A freeze requested and not yet seen done: when, and the busy edge.
     pending: Option<(Instant, u64)>,
@@ -151,6 +181,7 @@ impl State {
         executor: Arc<Mutex<Executor>>,
         policy: Policy,
         opts: FreezeOptions,
+        reporter: Option<GroupReporter>,
     ) -> State {
         State {
             policies: vec![policy; lanes.len()],
@@ -163,6 +194,7 @@ impl State {
             group,
             executor,
             opts,
+            reporter,
             frozen: false,
             pending: None,
             freeze_h: latency_histogram(),
@@ -269,34 +301,58 @@ impl State {
 
     /// Requests a freeze (its completion is polled by `check_pending`,
     /// sleeping in between: a freezing task must run to stop, and this
-    /// thread may share its CPU) or thaws.
+    /// thread may share its CPU) or thaws. A write that fails is counted
+    /// and not taken for done (the next decision writes again).
     fn set_frozen(&mut self, frozen: bool, edge_ns: u64) {
         let executor = Arc::clone(&self.executor);
         let mut ex = executor.lock().unwrap_or_else(|p| p.into_inner());
         let t0 = Instant::now();
+        let group = self.group.clone();
         if frozen {
             self.report.freezes += 1;
-            match ex.set(&self.group, Knob::Frozen(true)) {
-                Ok(_) => self.pending = Some((t0, edge_ns)),
-                Err(e) => self.error(format!("freeze: {e}")),
+            match retry(|| ex.set(&group, Knob::Frozen(true))) {
+                Ok(_) => {
+                    self.pending = Some((t0, edge_ns));
+                    self.frozen = true;
+                    self.succeeded(DaemonKnob::Freeze);
+                }
+                Err(e) => self.failed(DaemonKnob::Freeze, &e),
             }
-            self.frozen = true;
         } else {
             self.report.thaws += 1;
             self.pending = None;
-            match ex.thaw(&self.group) {
+            match retry(|| ex.thaw(&group)) {
                 Ok(_) => {
                     let _ = self.thaw_h.record(t0.elapsed().as_nanos().max(1) as u64);
                     self.frozen = false;
+                    self.succeeded(DaemonKnob::Thaw);
                 }
-                Err(e) => self.error(format!("thaw: {e}")),
+                Err(e) => self.failed(DaemonKnob::Thaw, &e),
             }
         }
     }
 
+    fn succeeded(&self, knob: DaemonKnob) {
+        if let Some(r) = &self.reporter {
+            r.succeeded(knob);
+        }
+    }
+
+    fn failed(&mut self, knob: DaemonKnob, e: &elfen_cgroup::CgroupError) {
+        self.report.failed_writes += 1;
+        if let Some(r) = &self.reporter {
+            r.failed(knob, e);
+        }
+        self.error(format!("{}: {e}", knob.name()));
+    }
+
+    /// Keeps the first few errors for the report; without a reporter (the
+    /// daemon logs what its reporter counts) they are printed too.
     fn error(&mut self, e: String) {
         if self.report.errors.len() < 8 {
-            eprintln!("elfen daemon: freezer of {}: {e}", self.report.group);
+            if self.reporter.is_none() {
+                eprintln!("elfen daemon: freezer of {}: {e}", self.report.group);
+            }
             self.report.errors.push(e);
         }
     }

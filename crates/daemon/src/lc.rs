@@ -10,6 +10,14 @@
 //! - [`LcTarget::Comm`]: every process whose `comm` or `argv[0]` base name
 //!   matches.
 //!
+//! **Whose processes.** Anyone can start a process with the LC's name, so a
+//! name (a comm target, or a pid target's name after a restart) adopts
+//! only processes of one user ([`LcOwner`]): the configured `[lc] user`,
+//! or else the user of the pid target, or of the first process found (the
+//! oldest one running when first looked for). A process counts as that
+//! user's when its real and effective uid both are. A same-named process
+//! of another user is ignored and said so once ([`Notice::Ignored`]).
+//!
 //! [`Discovery::tick`] runs on the writer thread between signal events:
 //! a liveness check of the watched processes every `liveness`, a new look
 //! every `rescan` (every `lost_rescan` while none is found). A look at
@@ -44,6 +52,51 @@ impl std::fmt::Display for LcTarget {
     }
 }
 
+/// Whose processes a name adopts (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LcOwner {
+    /// Processes of this uid (`[lc] user`, or decided before the start).
+    Uid(u32),
+    /// The user of the pid target, or of the first process found.
+    #[default]
+    FirstFound,
+}
+
+/// Whether a process with real and effective uid `uids` is `owner`'s.
+pub fn owned_by(uids: (u32, u32), owner: u32) -> bool {
+    uids.0 == owner && uids.1 == owner
+}
+
+/// The owner a first look decides on: the uid of the oldest process (by
+/// start time) whose real and effective uid agree. `candidates` are
+/// (start ticks, (real uid, effective uid)).
+pub fn first_owner(candidates: &[(u64, (u32, u32))]) -> Option<u32> {
+    candidates
+        .iter()
+        .filter(|(_, (r, e))| r == e)
+        .min_by_key(|(start, _)| *start)
+        .map(|(_, (r, _))| *r)
+}
+
+/// The owner of the oldest of `pids` (see [`first_owner`]), with its pid.
+pub fn oldest_owner(pids: &[u32]) -> Option<(u32, u32)> {
+    let c: Vec<(u64, (u32, u32), u32)> = pids
+        .iter()
+        .filter_map(|&p| {
+            Some((
+                elfen_cmd::proc::start_ticks(p)?,
+                elfen_cmd::proc::uids(p)?,
+                p,
+            ))
+        })
+        .collect();
+    let uid = first_owner(&c.iter().map(|&(s, u, _)| (s, u)).collect::<Vec<_>>())?;
+    c.iter()
+        .filter(|(_, u, _)| owned_by(*u, uid))
+        .min_by_key(|(s, _, _)| *s)
+        .map(|&(_, _, p)| (uid, p))
+}
+
 /// How often discovery looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiscoveryOptions {
@@ -53,6 +106,8 @@ pub struct DiscoveryOptions {
     pub rescan: Duration,
     /// A new look while no LC process is found.
     pub lost_rescan: Duration,
+    /// Whose processes a name adopts.
+    pub owner: LcOwner,
 }
 
 impl Default for DiscoveryOptions {
@@ -61,6 +116,7 @@ impl Default for DiscoveryOptions {
             liveness: Duration::from_millis(100),
             rescan: Duration::from_secs(1),
             lost_rescan: Duration::from_millis(10),
+            owner: LcOwner::FirstFound,
         }
     }
 }
@@ -97,6 +153,24 @@ pub enum Notice {
         /// found, ms.
         absent_ms: f64,
     },
+    /// The user whose processes a name adopts was decided at the first
+    /// find (no `[lc] user`).
+    Owner {
+        /// The uid.
+        uid: u32,
+        /// The process it was taken from.
+        pid: u32,
+    },
+    /// A process named like the LC service but of another user: not
+    /// adopted (said once per process).
+    Ignored {
+        /// Its pid.
+        pid: u32,
+        /// Its real uid.
+        uid: u32,
+        /// The uid whose processes are adopted.
+        owner: u32,
+    },
     /// A problem that does not stop the daemon.
     Warning(String),
 }
@@ -110,6 +184,20 @@ impl std::fmt::Display for Notice {
                 write!(f, "LC service ({target}) is not running; waiting for it")
             }
             Notice::Lost { pids } => write!(f, "LC service exited (pid {})", list(pids)),
+            Notice::Owner { uid, pid } => write!(
+                f,
+                "LC processes are adopted only of {}, the owner of the first found (pid {pid}); \
+                 set [lc] user to choose",
+                elfen_cmd::proc::describe_user(*uid)
+            ),
+            Notice::Ignored { pid, uid, owner } => write!(
+                f,
+                "process {pid} ({}) is named like the LC service but runs as {}, not {}: \
+                 ignored",
+                elfen_cmd::proc::comm(*pid).unwrap_or_else(|| "?".into()),
+                elfen_cmd::proc::describe_user(*uid),
+                elfen_cmd::proc::describe_user(*owner)
+            ),
             Notice::Restarted {
                 from,
                 to,
@@ -147,9 +235,7 @@ pub fn is_cgroup2(dir: &Path) -> bool {
 
 /// `/proc/<pid>/comm`, trimmed.
 pub fn comm_of(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()
-        .map(|s| s.trim_end_matches('\n').to_string())
+    elfen_cmd::proc::comm(pid)
 }
 
 /// The base name of `argv[0]` of `pid` (empty for kernel threads).
@@ -199,10 +285,7 @@ pub fn find_by_name(name: &str) -> Vec<u32> {
 /// Milliseconds since process `pid` started (`/proc/<pid>/stat` field 22,
 /// clock ticks since boot, against `CLOCK_BOOTTIME`).
 fn age_ms(pid: u32) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = s.rsplit_once(')')?.1;
-    // field 3 is the first after the name: starttime (22) is index 19
-    let start: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let start = elfen_cmd::proc::start_ticks(pid)?;
     let start_ms = start as f64 * 1000.0 / elfen_cmd::proc::ticks_per_s();
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -231,6 +314,11 @@ pub struct Discovery {
     /// (a process may exec and so
     /// change its name after it was first seen).
     not_lc: BTreeMap<u32, Instant>,
+    /// The uid whose processes a name adopts (`None`: decided at the
+    /// first find).
+    owner: Option<u32>,
+    /// Same-named processes of another user already reported.
+    ignored: BTreeSet<u32>,
     /// Since when no LC process runs, and which exited.
     lost: Option<(Instant, Vec<u32>)>,
     found_once: bool,
@@ -255,6 +343,14 @@ impl Discovery {
             },
             by_cgroup_id: false,
             cgroup_id: 0,
+            owner: match (opts.owner, &target) {
+                (LcOwner::Uid(u), _) => Some(u),
+                (LcOwner::FirstFound, LcTarget::Pid(p)) => {
+                    elfen_cmd::proc::uids(*p).map(|(real, _)| real)
+                }
+                _ => None,
+            },
+            ignored: BTreeSet::new(),
             target,
             opts,
             watched: BTreeSet::new(),
@@ -410,6 +506,7 @@ impl Discovery {
                 };
                 let pids = proc_pids();
                 self.not_lc.retain(|p, _| pids.binary_search(p).is_ok());
+                self.ignored.retain(|p| pids.binary_search(p).is_ok());
                 let mut hits = Vec::new();
                 for p in pids {
                     let fresh = self
@@ -427,7 +524,7 @@ impl Discovery {
                         self.not_lc.insert(p, now);
                     }
                 }
-                hits
+                self.owned_only(hits, now, out)
             }
         };
         if self.by_cgroup_id {
@@ -454,6 +551,44 @@ impl Discovery {
                 Err(e) => out.push(Notice::Warning(format!("watching pid {p}: {e}"))),
             }
         }
+    }
+
+    /// Of same-named processes, those of the owner (decided here from the
+    /// oldest, when not yet); the others are remembered as not LC and
+    /// reported once each.
+    fn owned_only(&mut self, hits: Vec<u32>, now: Instant, out: &mut Vec<Notice>) -> Vec<u32> {
+        if hits.is_empty() {
+            return hits;
+        }
+        let owner = match self.owner {
+            Some(u) => u,
+            None => {
+                let Some((uid, pid)) = oldest_owner(&hits) else {
+                    return Vec::new();
+                };
+                out.push(Notice::Owner { uid, pid });
+                self.owner = Some(uid);
+                uid
+            }
+        };
+        let mut mine = Vec::new();
+        for p in hits {
+            match elfen_cmd::proc::uids(p) {
+                Some(u) if owned_by(u, owner) => mine.push(p),
+                Some(u) => {
+                    self.not_lc.insert(p, now);
+                    if self.ignored.insert(p) {
+                        out.push(Notice::Ignored {
+                            pid: p,
+                            uid: u.0,
+                            owner,
+                        });
+                    }
+                }
+                None => {}
+            }
+        }
+        mine
     }
 
     /// Reports processes found after a loss (or for the first time).
@@ -483,6 +618,31 @@ impl Discovery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_adopts_one_users_processes() {
+        // real and effective uid must both be the owner's
+        assert!(owned_by((33, 33), 33));
+        assert!(!owned_by((1000, 1000), 33));
+        assert!(
+            !owned_by((1000, 33), 33),
+            "a setuid program started by another user"
+        );
+        assert!(!owned_by((33, 0), 33));
+        // the first owner: the oldest process whose uids agree
+        assert_eq!(first_owner(&[]), None);
+        assert_eq!(first_owner(&[(50, (1000, 1000)), (10, (33, 33))]), Some(33));
+        assert_eq!(
+            first_owner(&[(10, (1000, 0)), (50, (33, 33))]),
+            Some(33),
+            "a setuid process does not decide"
+        );
+        assert_eq!(first_owner(&[(10, (1000, 0))]), None);
+        // this process: its own owner
+        let me = std::process::id();
+        let uid = elfen_cmd::proc::uids(me).unwrap().0;
+        assert_eq!(oldest_owner(&[me]), Some((uid, me)));
+    }
 
     #[test]
     fn names_match_comm_or_argv0() {

@@ -15,7 +15,9 @@
 //!   `guard` (a SCHED_FIFO [`guard`] thread per batch lane occupies it
 //!   while the policy says nap — it *is* a `BatchThread` whose nap is a
 //!   spin, so the policies are the runtime's, unchanged), `freeze` (the
-//!   group's freezer), `idle` (cpu.idle / SCHED_IDLE only);
+//!   group's freezer), `idle` (cpu.idle / SCHED_IDLE only), `blind`
+//!   (PerfIso's blind isolation: the group's cpuset follows the CPUs the LC
+//!   leaves idle);
 //! - every cgroup change goes through `elfen-cgroup`'s executor and its
 //!   state file, so a SIGTERM restores everything and the next start after
 //!   a SIGKILL repairs what was left.
@@ -23,8 +25,9 @@
 //! Modules: [`config`] (the file), [`plan`] (every check before anything
 //! is applied), [`lc`] (discovery), [`writer`], [`bell`], [`guard`],
 //! [`freeze`], [`blind`], [`worker`] (how each of those threads starts and
-//! stops), [`batch`] (groups, commands, SCHED_IDLE), [`daemon`] (the
-//! run), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC
+//! stops), [`batch`] (groups, commands, SCHED_IDLE), [`health`] (failed
+//! knob writes counted, groups degraded or lost), [`metrics`], [`daemon`]
+//! (the run), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC
 //! service and spinner), [`cli`].
 #![deny(missing_docs)]
 
@@ -37,6 +40,7 @@ pub mod daemon;
 mod error;
 pub mod freeze;
 pub mod guard;
+pub mod health;
 pub mod helpers;
 pub mod lc;
 pub mod measure;

@@ -1,28 +1,22 @@
 //! The daemon's Prometheus endpoint: the page's metrics (`elfen_ops`'s
 //! collector, read at each scrape) plus the daemon's own, copied at every
-//! upkeep tick into a snapshot the collector reads:
+//! upkeep tick into a [`Snapshot`] the collector reads.
 //!
-//! | metric | type | what |
-//! |---|---|---|
-//! | `elfen_guard_occupations_total{lane,cpu}` | counter | times a guard occupied its batch lane |
-//! | `elfen_guard_occupied_seconds_total{lane,cpu}` | counter | time it held the lane |
-//! | `elfen_writer_events_total` | counter | LC busy/idle transitions the writer received |
-//! | `elfen_writer_reconciled_total` | counter | lanes set from the slots because no event said so |
-//! | `elfen_lc_restarts_total` | counter | times the LC service was found again under new pids |
-//! | `elfen_cpuset_changes_total` | counter | blind isolation's writes of a batch group's cpuset |
-//! | `elfen_daemon_repaired_values` | gauge | values the start repaired from a killed predecessor |
-//! | `elfen_daemon_up_seconds` | gauge | time since the daemon started |
-//!
-//! (batch kills appear here when the memory knob runs in the daemon.)
+//! The daemon's own metrics are one table, [`DAEMON_METRICS`]: name, type,
+//! labels, help and how each sample is read from the snapshot. The encoder
+//! emits exactly that table, and a test checks it, the scrape and the
+//! metrics tables of `docs/daemon.md` and `docs/operations.md` against each
+//! other (every documented metric present, nothing undocumented).
 
+use elfen_ops::health::{DaemonKnob, GroupState};
 use elfen_ops::metrics::{MetricsError, MetricsListener, MetricsServer, page_registry, serve_on};
 use elfen_shm::Page;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::Unit;
+use prometheus_client::registry::{Registry, Unit};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -39,6 +33,17 @@ pub struct GuardCounts {
     pub occupied_ns: u64,
 }
 
+/// A batch group's failed writes of one knob.
+#[derive(Debug, Clone)]
+pub struct KnobCount {
+    /// The group's name.
+    pub group: String,
+    /// The knob.
+    pub knob: DaemonKnob,
+    /// Failed writes.
+    pub failures: u64,
+}
+
 /// What the daemon exports besides the page; updated at every tick.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -50,10 +55,224 @@ pub struct Snapshot {
     pub writer_reconciled: u64,
     /// LC restarts found.
     pub lc_restarts: u64,
+    /// Same-named processes of another user not adopted as the LC.
+    pub lc_ignored: u64,
     /// Values the start repaired.
     pub repaired: u64,
     /// Blind isolation's cpuset writes.
     pub cpuset_changes: u64,
+    /// Failed knob writes per group and knob (the knobs a group writes
+    /// while the daemon runs, at 0 before any failure).
+    pub knob_failures: Vec<KnobCount>,
+    /// Each batch group's state.
+    pub groups: Vec<(String, GroupState)>,
+    /// Seconds since the daemon started (set at each scrape).
+    pub up_s: f64,
+}
+
+/// A metric's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (its name ends in `_total`).
+    Counter,
+    /// A value now.
+    Gauge,
+}
+
+impl Kind {
+    /// The word in docs and in the exposition's `# TYPE` line.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// A sample's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A count.
+    Int(u64),
+    /// A time or a fraction.
+    Float(f64),
+}
+
+/// One sample: label values (in the descriptor's `labels` order), value.
+pub type Sample = (Vec<String>, Value);
+
+/// One of the daemon's own metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDesc {
+    /// The name as scraped (`_total` ends counters, `_seconds` times).
+    pub name: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// Its label names.
+    pub labels: &'static [&'static str],
+    /// The help line (and the docs' description).
+    pub help: &'static str,
+    /// Its samples now.
+    pub samples: fn(&Snapshot) -> Vec<Sample>,
+}
+
+fn one(v: Value) -> Vec<Sample> {
+    vec![(Vec::new(), v)]
+}
+
+fn per_guard(s: &Snapshot, v: fn(&GuardCounts) -> Value) -> Vec<Sample> {
+    s.guards
+        .iter()
+        .map(|g| (vec![g.lane.to_string(), g.cpu.to_string()], v(g)))
+        .collect()
+}
+
+fn per_group_state(s: &Snapshot, state: GroupState) -> Vec<Sample> {
+    s.groups
+        .iter()
+        .map(|(g, st)| (vec![g.clone()], Value::Int(u64::from(*st == state))))
+        .collect()
+}
+
+/// The daemon's own metrics (see the module docs).
+pub const DAEMON_METRICS: &[MetricDesc] = &[
+    MetricDesc {
+        name: "elfen_guard_occupations_total",
+        kind: Kind::Counter,
+        labels: &["lane", "cpu"],
+        help: "Times a guard occupied its batch lane",
+        samples: |s| per_guard(s, |g| Value::Int(g.occupations)),
+    },
+    MetricDesc {
+        name: "elfen_guard_occupied_seconds_total",
+        kind: Kind::Counter,
+        labels: &["lane", "cpu"],
+        help: "Time a guard held its batch lane",
+        samples: |s| per_guard(s, |g| Value::Float(g.occupied_ns as f64 / 1e9)),
+    },
+    MetricDesc {
+        name: "elfen_writer_events_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "LC busy/idle transitions the writer received",
+        samples: |s| one(Value::Int(s.writer_events)),
+    },
+    MetricDesc {
+        name: "elfen_writer_reconciled_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Lanes set from the slots because no event said so",
+        samples: |s| one(Value::Int(s.writer_reconciled)),
+    },
+    MetricDesc {
+        name: "elfen_lc_restarts_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Times the LC service was found again under new pids",
+        samples: |s| one(Value::Int(s.lc_restarts)),
+    },
+    MetricDesc {
+        name: "elfen_lc_ignored_processes_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Processes named like the LC service but of another user, not adopted",
+        samples: |s| one(Value::Int(s.lc_ignored)),
+    },
+    MetricDesc {
+        name: "elfen_cpuset_changes_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Blind isolation's writes of a batch group's cpuset",
+        samples: |s| one(Value::Int(s.cpuset_changes)),
+    },
+    MetricDesc {
+        name: "elfen_knob_failures_total",
+        kind: Kind::Counter,
+        labels: &["group", "knob"],
+        help: "Knob writes on a batch group that failed (after retries of transient errors); \
+               knob: freeze, thaw, cpuset, cpu_idle, sched_idle, move",
+        samples: |s| {
+            s.knob_failures
+                .iter()
+                .map(|k| {
+                    (
+                        vec![k.group.clone(), k.knob.name().to_string()],
+                        Value::Int(k.failures),
+                    )
+                })
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_batch_group_lost",
+        kind: Kind::Gauge,
+        labels: &["group"],
+        help: "1 when the batch group's cgroup was removed under the daemon",
+        samples: |s| per_group_state(s, GroupState::Lost),
+    },
+    MetricDesc {
+        name: "elfen_batch_group_degraded",
+        kind: Kind::Gauge,
+        labels: &["group"],
+        help: "1 while the batch group's knob writes fail or it is protected by a fallback",
+        samples: |s| per_group_state(s, GroupState::Degraded),
+    },
+    MetricDesc {
+        name: "elfen_daemon_repaired_values",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Values the start repaired from a killed predecessor",
+        samples: |s| one(Value::Int(s.repaired)),
+    },
+    MetricDesc {
+        name: "elfen_daemon_up_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Time since the daemon started",
+        samples: |s| one(Value::Float(s.up_s)),
+    },
+];
+
+impl MetricDesc {
+    /// The family name and unit the encoder takes (it appends `_seconds`
+    /// and, for counters, `_total` itself).
+    fn family(&self) -> (&'static str, Option<Unit>) {
+        let n = match self.kind {
+            Kind::Counter => self.name.strip_suffix("_total").unwrap_or(self.name),
+            Kind::Gauge => self.name,
+        };
+        match n.strip_suffix("_seconds") {
+            Some(base) => (base, Some(Unit::Seconds)),
+            None => (n, None),
+        }
+    }
+
+    fn encode(&self, enc: &mut DescriptorEncoder, s: &Snapshot) -> Result<(), std::fmt::Error> {
+        let (base, unit) = self.family();
+        let kind = match self.kind {
+            Kind::Counter => MetricType::Counter,
+            Kind::Gauge => MetricType::Gauge,
+        };
+        let samples = (self.samples)(s);
+        let mut fam = enc.encode_descriptor(base, self.help, unit.as_ref(), kind)?;
+        for (values, v) in samples {
+            if self.labels.is_empty() {
+                return value(self.kind, v, fam);
+            }
+            let labels: Vec<(&str, String)> = self.labels.iter().copied().zip(values).collect();
+            value(self.kind, v, fam.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+fn value(kind: Kind, v: Value, me: MetricEncoder) -> Result<(), std::fmt::Error> {
+    match (kind, v) {
+        (Kind::Counter, Value::Int(i)) => ConstCounter::new(i).encode(me),
+        (Kind::Counter, Value::Float(f)) => ConstCounter::new(f).encode(me),
+        (Kind::Gauge, Value::Int(i)) => ConstGauge::new(i as i64).encode(me),
+        (Kind::Gauge, Value::Float(f)) => ConstGauge::new(f).encode(me),
+    }
 }
 
 /// The collector over a shared [`Snapshot`].
@@ -63,70 +282,26 @@ struct DaemonCollector {
     started: Instant,
 }
 
-fn counter(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    v: u64,
-) -> Result<(), std::fmt::Error> {
-    let c = ConstCounter::new(v);
-    c.encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
-}
-
 impl Collector for DaemonCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let s = self.snap.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let labels =
-            |g: &GuardCounts| vec![("lane", g.lane.to_string()), ("cpu", g.cpu.to_string())];
-        let mut fam = enc.encode_descriptor(
-            "elfen_guard_occupations",
-            "Times a guard occupied its batch lane",
-            None,
-            MetricType::Counter,
-        )?;
-        for g in &s.guards {
-            ConstCounter::new(g.occupations).encode(fam.encode_family(&labels(g))?)?;
+        let mut s = self.snap.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        s.up_s = self.started.elapsed().as_secs_f64();
+        for m in DAEMON_METRICS {
+            m.encode(&mut enc, &s)?;
         }
-        let mut fam = enc.encode_descriptor(
-            "elfen_guard_occupied",
-            "Time a guard held its batch lane",
-            Some(&Unit::Seconds),
-            MetricType::Counter,
-        )?;
-        for g in &s.guards {
-            ConstCounter::new(g.occupied_ns as f64 / 1e9).encode(fam.encode_family(&labels(g))?)?;
-        }
-        counter(
-            &mut enc,
-            "elfen_writer_events",
-            "LC busy/idle transitions received",
-            s.writer_events,
-        )?;
-        counter(
-            &mut enc,
-            "elfen_writer_reconciled",
-            "Lanes set from the slots because no event said so",
-            s.writer_reconciled,
-        )?;
-        counter(
-            &mut enc,
-            "elfen_lc_restarts",
-            "Times the LC service was found again under new pids",
-            s.lc_restarts,
-        )?;
-        ConstGauge::new(s.repaired as i64).encode(enc.encode_descriptor(
-            "elfen_daemon_repaired_values",
-            "Values the start repaired from a killed predecessor",
-            None,
-            MetricType::Gauge,
-        )?)?;
-        ConstGauge::new(self.started.elapsed().as_secs_f64()).encode(enc.encode_descriptor(
-            "elfen_daemon_up",
-            "Time since the daemon started",
-            Some(&Unit::Seconds),
-            MetricType::Gauge,
-        )?)
+        Ok(())
     }
+}
+
+/// The registry the daemon serves: the page's metrics and its own, read
+/// from `snap`.
+pub fn registry(page: Arc<Page>, stale_ms: f64, snap: Arc<Mutex<Snapshot>>) -> Registry {
+    let mut registry = page_registry(page, stale_ms);
+    registry.register_collector(Box::new(DaemonCollector {
+        snap,
+        started: Instant::now(),
+    }));
+    registry
 }
 
 /// The running endpoint and the snapshot the daemon updates.
@@ -145,12 +320,7 @@ impl DaemonMetrics {
         stale_ms: f64,
     ) -> Result<DaemonMetrics, MetricsError> {
         let snap = Arc::new(Mutex::new(Snapshot::default()));
-        let mut registry = page_registry(page, stale_ms);
-        registry.register_collector(Box::new(DaemonCollector {
-            snap: Arc::clone(&snap),
-            started: Instant::now(),
-        }));
-        let server = serve_on(bound, registry)?;
+        let server = serve_on(bound, registry(page, stale_ms, Arc::clone(&snap)))?;
         Ok(DaemonMetrics { server, snap })
     }
 
@@ -162,5 +332,58 @@ impl DaemonMetrics {
     /// Replaces what the collector reports.
     pub fn update(&self, f: impl FnOnce(&mut Snapshot)) {
         f(&mut self.snap.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_names_what_the_encoder_emits() {
+        for m in DAEMON_METRICS {
+            assert_eq!(
+                m.kind == Kind::Counter,
+                m.name.ends_with("_total"),
+                "{}: counters and only counters end in _total",
+                m.name
+            );
+            let (base, unit) = m.family();
+            assert!(!base.ends_with("_total") && !base.ends_with("_seconds"));
+            assert_eq!(unit.is_some(), m.name.contains("_seconds"), "{}", m.name);
+        }
+        let snap = Snapshot {
+            guards: vec![GuardCounts {
+                lane: 1,
+                cpu: 1,
+                occupations: 2,
+                occupied_ns: 1_500_000_000,
+            }],
+            knob_failures: vec![KnobCount {
+                group: "frz".into(),
+                knob: DaemonKnob::Freeze,
+                failures: 3,
+            }],
+            groups: vec![("frz".into(), GroupState::Lost)],
+            cpuset_changes: 7,
+            ..Snapshot::default()
+        };
+        let mut r = Registry::default();
+        r.register_collector(Box::new(DaemonCollector {
+            snap: Arc::new(Mutex::new(snap)),
+            started: Instant::now(),
+        }));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &r).unwrap();
+        for want in [
+            "elfen_guard_occupied_seconds_total{lane=\"1\",cpu=\"1\"} 1.5",
+            "elfen_knob_failures_total{group=\"frz\",knob=\"freeze\"} 3",
+            "elfen_batch_group_lost{group=\"frz\"} 1",
+            "elfen_batch_group_degraded{group=\"frz\"} 0",
+            "elfen_cpuset_changes_total 7",
+            "elfen_daemon_up_seconds ",
+        ] {
+            assert!(text.contains(want), "{want:?} in\n{text}");
+        }
     }
 }

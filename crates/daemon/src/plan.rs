@@ -6,7 +6,7 @@
 
 use crate::config::{Config, FreezerChoice, IdleMethod, Mode};
 use crate::error::ConfigError;
-use crate::lc::LcTarget;
+use crate::lc::{LcOwner, LcTarget};
 use elfen_cgroup::{Controller, FreezerBackend, GroupPath, Hierarchy, Knob, Layout, StateRecord};
 use elfen_policy::PolicyConfig;
 use elfen_runtime::NapChoice;
@@ -91,6 +91,8 @@ pub struct Plan {
     pub stale_state: Option<u32>,
     /// The LC service.
     pub lc: LcTarget,
+    /// Whose processes its name adopts, and why (for the plan's summary).
+    pub lc_owner: (LcOwner, String),
     /// The policy of every lane.
     pub policy: PolicyConfig,
     /// The cgroup hierarchy, when a group needs one.
@@ -161,10 +163,11 @@ impl Plan {
             l.ref_ipc_milli = policy.ref_ipc.map_or(0, |r| (r * 1000.0).round() as u32);
         }
         debug_assert!(page_spec.lanes.iter().all(|l| l.nap <= nap::MWAITX));
-        let lc = lc_target(config, &mut notes)?;
+        let (lc, lc_owner) = lc_target(config, &mut notes)?;
         let stale_page = check_page(config, &mut page_spec)?;
         page_access_notes(config, &page_spec, &mut notes);
-        let stale_state = check_state_file(&config.state_file)?;
+        let (stale_state, reused) = check_state_file(&config.state_file)?;
+        notes.extend(reused);
         check_privileges(config)?;
         let hierarchy = hierarchy(config)?;
         let mut groups = Vec::new();
@@ -193,6 +196,7 @@ impl Plan {
             stale_page,
             stale_state,
             lc,
+            lc_owner,
             policy,
             hierarchy: Some(hierarchy),
             groups,
@@ -211,11 +215,16 @@ impl Plan {
     /// A summary for `--check` and the start of a run.
     pub fn describe(&self) -> String {
         let mut s = format!(
-            "page {} ({} lanes); {}\nLC service: {}\npolicy: {}{}\n",
+            "page {} ({} lanes); {}\nLC service: {}{}\npolicy: {}{}\n",
             self.config.page.path.display(),
             self.page_spec.lanes.len(),
             self.pairing,
             self.lc,
+            if self.lc_owner.1.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", self.lc_owner.1)
+            },
             self.policy.kind,
             if self.policy.kind.uses_budget() {
                 format!(" (budget {} µs)", self.policy.budget_ns / 1000)
@@ -281,14 +290,49 @@ fn lanes_of(pairs: &[Pair]) -> (Vec<RequestLane>, Vec<BatchLane>) {
     (req, bat)
 }
 
-fn lc_target(config: &Config, notes: &mut Vec<String>) -> Result<LcTarget, ConfigError> {
+fn lc_target(
+    config: &Config,
+    notes: &mut Vec<String>,
+) -> Result<(LcTarget, (LcOwner, String)), ConfigError> {
     let lc = &config.lc;
+    let describe = elfen_cmd::proc::describe_user;
+    let user = match &lc.user {
+        Some(u) => Some(elfen_cmd::proc::user_id(u.trim()).ok_or_else(|| {
+            err(
+                "lc.user",
+                format!("no user named {u:?} (the password database), and not a uid"),
+            )
+        })?),
+        None => None,
+    };
     if let Some(pid) = lc.pid {
         elfen_bpf::proc::check_process(pid).map_err(|e| err("lc.pid", e.to_string()))?;
         if pid == std::process::id() {
             return Err(err("lc.pid", "that is the daemon itself"));
         }
-        return Ok(LcTarget::Pid(pid));
+        let uids = elfen_cmd::proc::uids(pid)
+            .ok_or_else(|| err("lc.pid", format!("cannot read /proc/{pid}/status")))?;
+        let owner = match user {
+            Some(u) if !crate::lc::owned_by(uids, u) => {
+                return Err(err(
+                    "lc.pid",
+                    format!(
+                        "pid {pid} runs as {}, not lc.user {}",
+                        describe(uids.0),
+                        describe(u)
+                    ),
+                ));
+            }
+            Some(u) => (
+                LcOwner::Uid(u),
+                format!("restarts of {} only ([lc] user)", describe(u)),
+            ),
+            None => (
+                LcOwner::Uid(uids.0),
+                format!("restarts of {} only (its user)", describe(uids.0)),
+            ),
+        };
+        return Ok((LcTarget::Pid(pid), owner));
     }
     if let Some(dir) = &lc.cgroup {
         if !dir.join("cgroup.procs").is_file() {
@@ -307,15 +351,65 @@ fn lc_target(config: &Config, notes: &mut Vec<String>) -> Result<LcTarget, Confi
                 lc.rescan_ms
             ));
         }
-        return Ok(LcTarget::Cgroup(dir.clone()));
+        return Ok((
+            LcTarget::Cgroup(dir.clone()),
+            (LcOwner::FirstFound, String::new()),
+        ));
     }
     let name = lc.comm.clone().expect("checked: one selector");
-    if crate::lc::find_by_name(&name).is_empty() {
+    let running = crate::lc::find_by_name(&name);
+    if running.is_empty() {
         notes.push(format!(
             "no process named {name:?} runs now: the daemon waits for it"
         ));
     }
-    Ok(LcTarget::Comm(name))
+    let owner = comm_owner(&name, user, &running, notes);
+    Ok((LcTarget::Comm(name), owner))
+}
+
+/// Whose processes named `name` are the LC: `user` (`[lc] user`), else the
+/// owner of the oldest of `running`, else the first found; same-named
+/// processes of another user that run now are noted.
+fn comm_owner(
+    name: &str,
+    user: Option<u32>,
+    running: &[u32],
+    notes: &mut Vec<String>,
+) -> (LcOwner, String) {
+    let describe = elfen_cmd::proc::describe_user;
+    let owner = match (user, crate::lc::oldest_owner(running)) {
+        (Some(u), _) => (
+            LcOwner::Uid(u),
+            format!("processes of {} only ([lc] user)", describe(u)),
+        ),
+        (None, Some((u, pid))) => (
+            LcOwner::Uid(u),
+            format!(
+                "processes of {} only (the owner of the oldest one now, pid {pid}; set [lc] user to choose)",
+                describe(u)
+            ),
+        ),
+        (None, None) => (
+            LcOwner::FirstFound,
+            "processes of one user only: the owner of the first found (set [lc] user to choose)"
+                .to_string(),
+        ),
+    };
+    if let LcOwner::Uid(u) = owner.0 {
+        let others: Vec<String> = running
+            .iter()
+            .filter_map(|&p| Some((p, elfen_cmd::proc::uids(p)?)))
+            .filter(|&(_, uids)| !crate::lc::owned_by(uids, u))
+            .map(|(p, uids)| format!("pid {p} ({})", describe(uids.0)))
+            .collect();
+        if !others.is_empty() {
+            notes.push(format!(
+                "processes named {name:?} of another user are not adopted: {}",
+                others.join(", ")
+            ));
+        }
+    }
+    owner
 }
 
 /// A page at the path refuses a second daemon while its creator lives; a
@@ -360,13 +454,16 @@ fn check_page(config: &Config, spec: &mut PageSpec) -> Result<Option<u32>, Confi
             ),
         ));
     }
-    if holder.creator_alive {
+    // a creator pid reused by a program started after the page: gone
+    let pid = holder.creator_pid;
+    let written = (holder.created_unix_s > 0).then_some(holder.created_unix_s);
+    if let elfen_cmd::proc::Holder::Running(p) = elfen_cmd::proc::holder(pid, None, written) {
         return Err(err(
             "page",
             format!(
-                "{} is in use: its creator, pid {}, is running (another daemon?); choose another page",
-                path.display(),
-                holder.creator_pid
+                "{} is in use: its creator, {p}, is running (another daemon?); stop it \
+                 (kill -TERM {pid}) or choose another page",
+                path.display()
             ),
         ));
     }
@@ -466,8 +563,13 @@ fn cooperative_uids(config: &Config) -> Vec<u32> {
     uids
 }
 
-/// A state file of a live daemon refuses a second one.
-fn check_state_file(path: &Path) -> Result<Option<u32>, ConfigError> {
+/// A state file of a live daemon refuses a second one; one whose writer is
+/// gone — its pid free, or reused by another program (a later start than
+/// the one recorded, or than the file's last write) — is recovered first.
+/// A file or directory another user could have written is refused
+/// (`StateRecord::load`). Returns the dead writer's pid and, when its pid
+/// is reused, a note saying by what.
+fn check_state_file(path: &Path) -> Result<(Option<u32>, Option<String>), ConfigError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if dir.exists() && !dir.is_dir() {
             return Err(err(
@@ -477,17 +579,37 @@ fn check_state_file(path: &Path) -> Result<Option<u32>, ConfigError> {
         }
     }
     let rec = StateRecord::load(path).map_err(|e| err("state_file", e.to_string()))?;
-    match rec {
-        Some(r) if r.pid != std::process::id() && elfen_shm::pid_alive(r.pid) => Err(err(
+    let Some(r) = rec else {
+        return Ok((None, None));
+    };
+    if r.pid == std::process::id() {
+        return Ok((Some(r.pid), None));
+    }
+    let written = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    match elfen_cmd::proc::holder(r.pid, r.pid_start, written) {
+        elfen_cmd::proc::Holder::Running(p) => Err(err(
             "state_file",
             format!(
-                "{} belongs to pid {}, which is running (another daemon?)",
+                "{} is held by {p}, which is running (another daemon on this state file?): \
+                 stop it (kill -TERM {}) or give this daemon another state_file",
                 path.display(),
-                r.pid
+                p.pid
             ),
         )),
-        Some(r) => Ok(Some(r.pid)),
-        None => Ok(None),
+        elfen_cmd::proc::Holder::Reused(p) => Ok((
+            Some(r.pid),
+            Some(format!(
+                "state file {}: its writer, pid {}, is gone; that pid now belongs to another \
+                 program ({p}, started after the file was written)",
+                path.display(),
+                r.pid
+            )),
+        )),
+        elfen_cmd::proc::Holder::Gone => Ok((Some(r.pid), None)),
     }
 }
 

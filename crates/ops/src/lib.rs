@@ -9,6 +9,7 @@
 //! |---|---|
 //! | a typed snapshot of a page: header, controller liveness, per-lane LC, controller and batch lines | [`status`] |
 //! | rates between two snapshots (LC busy and batch run fractions, requests/s, naps/s) | [`status::Rates`] |
+//! | the daemon's health beside its page (batch groups ok / degraded / lost, failed knob writes) | [`health`] |
 //! | the text view of `elfen status` | [`render`] |
 //! | the kill switch: `elfen ctl off` / `on` | [`ctl`] |
 //! | Prometheus metrics of a page over HTTP (`elfen metrics`; the daemon serves the same registry with its own metrics added) | [`metrics`] |
@@ -17,6 +18,7 @@
 
 pub mod cli;
 pub mod ctl;
+pub mod health;
 pub mod metrics;
 pub mod render;
 pub mod status;

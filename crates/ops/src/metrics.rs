@@ -21,8 +21,8 @@
 //! `elfen_heartbeat_age_seconds` (absent when the controller never beat),
 //! `elfen_controller_alive` (1 = beating, or no heartbeat and the creator
 //! alive). A daemon registers its own metrics (guard occupations, cpuset
-//! changes, kills…) in the same [`Registry`] and serves it with [`serve`]
-//! (the endpoint and its bounds: [`server`]).
+//! changes, failed knob writes; `docs/daemon.md`) in the same [`Registry`]
+//! and serves it with [`serve`] (the endpoint and its bounds: [`server`]).
 
 use crate::status::{Controller, LaneStatus, PageStatus};
 use elfen_shm::Page;

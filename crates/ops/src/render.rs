@@ -43,6 +43,7 @@ pub fn text(s: &PageStatus, rates: Option<&Rates>) -> String {
             None => String::new(),
         }
     );
+    daemon_health(&mut o, s);
     let mut rows: Vec<Vec<String>> = vec![
         [
             "lane", "cpu", "role", "policy", "budget", "LC", "queue", "requests", "LC tid",
@@ -95,6 +96,79 @@ pub fn text(s: &PageStatus, rates: Option<&Rates>) -> String {
     }
     table(&mut o, &rows);
     o
+}
+
+/// The daemon's batch groups and failed knob writes, when the page is a
+/// daemon's.
+fn daemon_health(o: &mut String, s: &PageStatus) {
+    if let Some(n) = &s.daemon_note {
+        let _ = writeln!(o, "daemon health: {n}");
+    }
+    let Some(h) = &s.daemon else { return };
+    let _ = writeln!(
+        o,
+        "batch groups of daemon pid {}{}:",
+        h.pid,
+        if s.creator_alive {
+            ""
+        } else {
+            " (gone: as it last said)"
+        }
+    );
+    let mut rows = Vec::new();
+    for g in &h.groups {
+        let mut what = g.state.word().to_string();
+        if let Some(r) = &g.reason {
+            what += &format!(" — {r}");
+        }
+        if !g.failures.is_empty() {
+            let f: Vec<String> = g
+                .failures
+                .iter()
+                .map(|f| format!("{} {}", f.knob.name(), f.count))
+                .collect();
+            what += &format!("; failed writes: {}", f.join(", "));
+            if let Some(last) = g.failures.last().map(|f| &f.last_error) {
+                what += &format!(" (last: {last})");
+            }
+        }
+        rows.push(vec![
+            format!("  {}", g.name),
+            g.mode.clone(),
+            g.path.clone(),
+            what,
+        ]);
+    }
+    left_table(o, &rows);
+    if h.lc_ignored > 0 {
+        let _ = writeln!(
+            o,
+            "LC: {} processes named like the LC service but of another user ignored",
+            h.lc_ignored
+        );
+    }
+}
+
+/// Columns sized to their content, all left-aligned.
+fn left_table(o: &mut String, rows: &[Vec<String>]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|v| v.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, v)| format!("{v:<w$}", w = width[c]))
+            .collect();
+        let _ = writeln!(o, "{}", line.join("  ").trim_end());
+    }
 }
 
 /// Columns sized to their content, first column left-aligned.

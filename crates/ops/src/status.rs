@@ -2,6 +2,7 @@
 //! two snapshots ([`Rates`]). Reading attaches as an observer (both files
 //! read-only), so it never disturbs the writers.
 
+use crate::health::DaemonHealth;
 use elfen_policy::PolicyKind;
 use elfen_shm::{Access, Page, ShmError, pid_alive, role, state};
 use serde::Serialize;
@@ -134,6 +135,11 @@ pub struct PageStatus {
     pub batch_mode: &'static str,
     /// The page's heartbeat staleness bound, ms (`None`: no check).
     pub heartbeat_stale_ms: Option<f64>,
+    /// What the daemon that created the page says of its batch groups
+    /// (`<page>.health.json`; `None`: no such record — not a daemon's page).
+    pub daemon: Option<DaemonHealth>,
+    /// Why a record beside the page is not shown (untrusted, unreadable).
+    pub daemon_note: Option<String>,
     /// Monotonic time of the snapshot, ns (for rates).
     pub taken_ns: u64,
     /// Per lane.
@@ -228,7 +234,13 @@ impl PageStatus {
                 },
             });
         }
+        let (daemon, daemon_note) = match DaemonHealth::read(page.path(), creator_pid) {
+            Ok(h) => (h, None),
+            Err(e) => (None, Some(e)),
+        };
         Ok(PageStatus {
+            daemon,
+            daemon_note,
             path: page.path().to_path_buf(),
             abi_version: h.abi_version.load(Acquire),
             clock: if clock.kind == elfen_shm::clock_kind::TSC {

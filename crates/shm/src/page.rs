@@ -453,6 +453,7 @@ impl Page {
         let word =
             |at: usize| line.map_or(0, |b| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()));
         let pid = word(48);
+        let created_unix_s = line.map_or(0, |b| u64::from_le_bytes(b[56..64].try_into().unwrap()));
         Some(PageHolder {
             uid: m.uid(),
             mode: m.mode() & 0o7777,
@@ -461,6 +462,7 @@ impl Page {
             abi_version: word(8),
             creator_pid: pid,
             creator_alive: pid_alive(pid),
+            created_unix_s,
         })
     }
 
@@ -700,6 +702,8 @@ pub struct PageHolder {
     pub creator_pid: u32,
     /// Whether that process runs.
     pub creator_alive: bool,
+    /// The creation time its header names, Unix seconds (0 if unreadable).
+    pub created_unix_s: u64,
 }
 
 impl PageHolder {

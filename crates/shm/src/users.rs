@@ -32,6 +32,30 @@ pub fn user_name(uid: u32) -> Option<String> {
     Some(name.to_string_lossy().into_owned())
 }
 
+/// The uid of user `name`: a name in the user database, or a number.
+pub fn user_id(name: &str) -> Option<u32> {
+    if let Ok(uid) = name.parse::<u32>() {
+        return Some(uid);
+    }
+    let c = CString::new(name).ok()?;
+    // SAFETY: passwd is plain data, filled by getpwnam_r into `buf`.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let (_buf, found) = lookup(|buf, found| {
+        // SAFETY: buffers of the lengths given, a NUL-terminated name.
+        unsafe {
+            libc::getpwnam_r(
+                c.as_ptr(),
+                &mut pw,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                found,
+            )
+        }
+    })?;
+    // SAFETY: `found` points at `pw`.
+    Some(unsafe { (*found).pw_uid })
+}
+
 /// The name of group `gid`, if the group database has one.
 pub fn group_name(gid: u32) -> Option<String> {
     // SAFETY: group is plain data, filled by getgrgid_r into `buf`.

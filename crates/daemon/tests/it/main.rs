@@ -9,4 +9,6 @@ mod config;
 mod idle;
 mod live;
 mod measure;
+mod metrics_doc;
 mod page_attack;
+mod trust;

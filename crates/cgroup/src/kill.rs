@@ -1,0 +1,304 @@
+//! Killing every process of a group the executor created for its owner's
+//! commands ([`Executor::create_owned_group`]): a command that forks (a
+//! shell wrapper, `make -j`, a daemonising grandchild) leaves processes the
+//! owner never saw, and they must not outlive the group — moved to the
+//! parent they would run unconfined.
+//!
+//! - **v2**: `cgroup.kill` (the kernel kills every process of the group and
+//!   its descendants, forks in flight included).
+//! - **v1**: with the group in the freezer, freeze it (no process can fork
+//!   meanwhile), SIGKILL every process listed in `cgroup.procs` of the group
+//!   and the groups below it, thaw (the signal is delivered as they leave
+//!   the refrigerator); without a freezer, SIGKILL round after round.
+//!
+//! Each process is signalled through a pidfd opened while it was listed and
+//! checked to be listed still, so a pid reused meanwhile by a process
+//! outside the group is never signalled. Rounds repeat until the groups are
+//! empty or the timeout passes; what survives is reported with its state
+//! (`D`: in uninterruptible sleep).
+
+use crate::error::{CgroupError, Result};
+use crate::executor::Executor;
+use crate::fsio;
+use crate::group::{Group, GroupPath};
+use crate::layout::Controller;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long a restore waits for the processes of an owned group to die.
+pub const KILL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A process that outlived a [`Executor::kill_tasks`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Survivor {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command name.
+    pub comm: String,
+    /// Its state letter in `/proc/<pid>/stat` (`D`: uninterruptible sleep).
+    pub state: String,
+}
+
+impl std::fmt::Display for Survivor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} ({}, state {})", self.pid, self.comm, self.state)
+    }
+}
+
+/// What killing a group's processes did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KillReport {
+    /// Processes signalled (distinct pids).
+    pub killed: usize,
+    /// How: `cgroup.kill`, `freezer` (freeze, SIGKILL, thaw) or `signals`.
+    pub method: &'static str,
+    /// Processes still in the group when the time ran out.
+    pub survivors: Vec<Survivor>,
+}
+
+impl KillReport {
+    /// Whether the group is empty.
+    pub fn is_clean(&self) -> bool {
+        self.survivors.is_empty()
+    }
+}
+
+impl std::fmt::Display for KillReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} processes killed ({})", self.killed, self.method)?;
+        if !self.survivors.is_empty() {
+            let s: Vec<String> = self.survivors.iter().map(Survivor::to_string).collect();
+            write!(f, "; {} survived SIGKILL: {}", s.len(), s.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a group's processes are and how to stop them.
+struct Target {
+    /// The group's directories (one per distinct hierarchy).
+    dirs: Vec<PathBuf>,
+    /// Its freezer directory and whether it is v2's `cgroup.freeze`.
+    freezer: Option<(PathBuf, bool)>,
+    /// Its v2 `cgroup.kill`, where the kernel offers one.
+    kill_file: Option<PathBuf>,
+}
+
+impl Target {
+    /// Processes in the groups and every group below them.
+    fn procs(&self) -> BTreeSet<u32> {
+        let mut out = BTreeSet::new();
+        for d in &self.dirs {
+            let mut all = Vec::new();
+            crate::executor::post_order(d, &mut all);
+            for g in all {
+                let f = g.join("cgroup.procs");
+                if let Ok(text) = fsio::read(&f) {
+                    out.extend(
+                        text.split_whitespace()
+                            .filter_map(|w| w.parse::<u32>().ok()),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    fn set_frozen(&self, frozen: bool) -> bool {
+        match &self.freezer {
+            Some((d, false)) => fsio::write(
+                &d.join("freezer.state"),
+                if frozen { "FROZEN" } else { "THAWED" },
+            )
+            .is_ok(),
+            Some((d, true)) => {
+                fsio::write(&d.join("cgroup.freeze"), if frozen { "1" } else { "0" }).is_ok()
+            }
+            None => false,
+        }
+    }
+
+    /// Waits (at most 100 ms) until the freezer says frozen.
+    fn wait_frozen(&self) {
+        let Some((d, v2)) = &self.freezer else { return };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(100) {
+            let done = if *v2 {
+                fsio::read(&d.join("cgroup.events"))
+                    .is_ok_and(|t| t.lines().any(|l| l.trim() == "frozen 1"))
+            } else {
+                fsio::read_trim(&d.join("freezer.state")).is_ok_and(|s| s == "FROZEN")
+            };
+            if done {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// SIGKILL to each of `pids` that is still in the group by the time a
+/// pidfd refers to it; returns how many were signalled.
+fn kill_listed(t: &Target, pids: &BTreeSet<u32>) -> usize {
+    let mut fds = Vec::new();
+    for &p in pids {
+        // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p as libc::pid_t, 0) };
+        if fd >= 0 {
+            fds.push((p, Some(fd as libc::c_int)));
+        } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            fds.push((p, None));
+        }
+    }
+    let still = t.procs();
+    let mut n = 0;
+    for (p, fd) in fds {
+        if still.contains(&p) {
+            let r = match fd {
+                // SAFETY: a pidfd we own; no siginfo.
+                Some(fd) => unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd,
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    )
+                },
+                // SAFETY: plain kill(2) (a kernel without pidfds).
+                None => i64::from(unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) }),
+            };
+            n += usize::from(r == 0);
+        }
+        if let Some(fd) = fd {
+            // SAFETY: closing the pidfd opened above.
+            unsafe { libc::close(fd) };
+        }
+    }
+    n
+}
+
+fn survivor(pid: u32) -> Survivor {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().next())
+        .unwrap_or("?")
+        .to_string();
+    Survivor {
+        pid,
+        comm: elfen_cmd::proc::comm(pid).unwrap_or_else(|| "?".into()),
+        state,
+    }
+}
+
+fn kill_target(t: &Target, timeout: Duration) -> KillReport {
+    let t0 = Instant::now();
+    let mut signalled = BTreeSet::new();
+    let method = if t.kill_file.is_some() {
+        "cgroup.kill"
+    } else if t.freezer.is_some() {
+        "freezer"
+    } else {
+        "signals"
+    };
+    let mut report = KillReport {
+        method,
+        ..KillReport::default()
+    };
+    loop {
+        let pids = t.procs();
+        if pids.is_empty() {
+            break;
+        }
+        if t0.elapsed() >= timeout {
+            report.survivors = pids.into_iter().map(survivor).collect();
+            break;
+        }
+        let killed_by_kernel = t
+            .kill_file
+            .as_ref()
+            .is_some_and(|f| fsio::write(f, "1").is_ok());
+        if killed_by_kernel {
+            signalled.extend(pids);
+        } else {
+            let frozen = t.set_frozen(true);
+            if frozen {
+                t.wait_frozen();
+            }
+            let now = t.procs();
+            kill_listed(t, &now);
+            signalled.extend(now);
+            if frozen {
+                t.set_frozen(false);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    report.killed = signalled.len();
+    report
+}
+
+impl Executor {
+    /// Creates group `path` like [`Executor::create_group`], recorded as
+    /// holding only processes its owner starts (a daemon's batch
+    /// commands): [`Executor::kill_tasks`] may kill them, and a restore —
+    /// also the recovery after a crash — kills what is left in it instead
+    /// of moving it to the parent.
+    pub fn create_owned_group(&mut self, path: &str, controllers: &[Controller]) -> Result<Group> {
+        self.create_group_with(path, controllers, true)
+    }
+
+    /// Kills every process in `group` and the groups below it (see the
+    /// module docs), waiting at most `timeout`; what survives is in the
+    /// report. Only a group made with [`Executor::create_owned_group`]:
+    /// any other group's processes are someone else's, and refused.
+    pub fn kill_tasks(&self, group: &Group, timeout: Duration) -> Result<KillReport> {
+        for &ctl in &group.controllers {
+            if !self.state.owned(&group.path, ctl) {
+                return Err(CgroupError::group(
+                    self.hier.group_dir(ctl, &group.path)?,
+                    "not created for its owner's commands by this executor: its processes are \
+                     left alone",
+                ));
+            }
+        }
+        self.kill_owned(&group.path, timeout)
+    }
+
+    /// Kills the processes of owned group `path` in every hierarchy it was
+    /// created in.
+    pub(crate) fn kill_owned(&self, path: &GroupPath, timeout: Duration) -> Result<KillReport> {
+        let ctls: Vec<Controller> = self
+            .state
+            .rec
+            .created
+            .iter()
+            .filter(|c| &c.group == path && c.kill_tasks)
+            .map(|c| c.controller)
+            .collect();
+        let mut t = Target {
+            dirs: Vec::new(),
+            freezer: None,
+            kill_file: None,
+        };
+        for ctl in ctls {
+            let d = self.hier.group_dir(ctl, path)?;
+            // a test root's cgroup.procs lists made-up pids: never signalled
+            if !d.is_dir() || t.dirs.contains(&d) || !fsio::is_cgroupfs(&d) {
+                continue;
+            }
+            let v2 = self.hier.is_v2(ctl);
+            if v2 && d.join("cgroup.kill").exists() {
+                t.kill_file = Some(d.join("cgroup.kill"));
+            }
+            if ctl == Controller::Freezer {
+                t.freezer = Some((d.clone(), v2));
+            }
+            t.dirs.push(d);
+        }
+        Ok(kill_target(&t, timeout))
+    }
+}

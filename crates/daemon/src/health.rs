@@ -1,0 +1,433 @@
+//! **Failures that must not go quiet**: every knob write the daemon makes
+//! while it runs (freeze, thaw, cpuset, SCHED_IDLE; `cpu.idle` and moves at
+//! the start) that fails is counted per batch group and knob, and decided:
+//!
+//! - **retry**: a transient error (`EBUSY`, `EAGAIN`, `EINTR`) is retried
+//!   at once, a few times ([`retry`]); only a write that still fails counts;
+//! - **degrade**: a write that fails on a group that still exists (a
+//!   freeze refused, a cpuset the kernel will not take) makes the group
+//!   *degraded*: the daemon says so and protects the LC the way that is
+//!   left — a freeze or blind-isolation group falls back to SCHED_IDLE on
+//!   every thread (they yield to the LC's threads but share its lanes); a
+//!   guard group whose threads refuse SCHED_IDLE keeps its guard;
+//! - **stop**: a group whose cgroup is gone (removed under the daemon: its
+//!   processes are no longer contained anywhere) is *lost*; the daemon says
+//!   so loudly and, as `on_group_lost` says (default `stop`), restores
+//!   everything and exits with [`EXIT_GROUP_LOST`], or keeps running with
+//!   the group marked lost (`continue`).
+//!
+//! The counts and states are shared ([`Health`], atomics the freezer and
+//! blind-isolation threads update) and published: as metrics
+//! (`elfen_knob_failures_total{group,knob}`, `elfen_batch_group_lost`,
+//! `elfen_batch_group_degraded`), in the health record beside the page that
+//! `elfen status` shows (`elfen_ops::health`), and in the log — each
+//! group's knob at its first failure and then at most once a second while
+//! failures go on, with the count, never silenced.
+
+use crate::config::Mode;
+use crate::plan::GroupPlan;
+use elfen_cgroup::CgroupError;
+use elfen_ops::health::{
+    DaemonHealth, DaemonKnob, GroupHealth, GroupState, HEALTH_SCHEMA, KnobFailures,
+};
+use std::sync::Mutex;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::{Duration, Instant};
+
+/// The exit status of `elfen daemon` after a batch group was lost (with
+/// `on_group_lost = "stop"`), once everything was restored.
+pub const EXIT_GROUP_LOST: i32 = 3;
+
+/// Attempts of a write that fails with a transient error.
+const ATTEMPTS: u32 = 3;
+
+/// Runs `f` again (up to [`ATTEMPTS`] times, 100 µs apart) while it fails
+/// with a transient error (`EBUSY`, `EAGAIN`, `EINTR`).
+pub fn retry<T>(mut f: impl FnMut() -> Result<T, CgroupError>) -> Result<T, CgroupError> {
+    let mut n = 1;
+    loop {
+        match f() {
+            Err(e) if e.is_transient() && n < ATTEMPTS => {
+                n += 1;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// One group's live account.
+#[derive(Debug)]
+struct GroupLive {
+    name: String,
+    mode: Mode,
+    path: String,
+    counts: [AtomicU64; DaemonKnob::ALL.len()],
+    /// The knob's last write failed.
+    failing: [AtomicBool; DaemonKnob::ALL.len()],
+    last_error: Mutex<[Option<String>; DaemonKnob::ALL.len()]>,
+    lost: Mutex<Option<String>>,
+    fallback: Mutex<Option<String>>,
+}
+
+fn slot(k: DaemonKnob) -> usize {
+    DaemonKnob::ALL
+        .iter()
+        .position(|&x| x == k)
+        .expect("every knob is in ALL")
+}
+
+/// The batch groups' failures and states (see the module docs).
+#[derive(Debug)]
+pub struct Health {
+    groups: Vec<GroupLive>,
+    lc_ignored: AtomicU64,
+}
+
+/// A handle for one group's writer thread (freezer, blind isolation).
+#[derive(Debug, Clone)]
+pub struct GroupReporter {
+    health: std::sync::Arc<Health>,
+    group: usize,
+}
+
+impl GroupReporter {
+    /// Reporting for group `group` (its index in the plan) of `health`.
+    pub fn new(health: std::sync::Arc<Health>, group: usize) -> GroupReporter {
+        GroupReporter { health, group }
+    }
+
+    /// A write of `knob` failed with `e` (after its retries).
+    pub fn failed(&self, knob: DaemonKnob, e: &CgroupError) {
+        self.health.failed(self.group, knob, e);
+    }
+
+    /// A write of `knob` succeeded.
+    pub fn succeeded(&self, knob: DaemonKnob) {
+        self.health.succeeded(self.group, knob);
+    }
+}
+
+impl Health {
+    /// An account for the plan's groups, all ok.
+    pub fn new(groups: &[GroupPlan]) -> Health {
+        Health {
+            groups: groups
+                .iter()
+                .map(|g| GroupLive {
+                    name: g.name.clone(),
+                    mode: g.mode,
+                    path: g.path.to_string(),
+                    counts: Default::default(),
+                    failing: Default::default(),
+                    last_error: Mutex::new(Default::default()),
+                    lost: Mutex::new(None),
+                    fallback: Mutex::new(None),
+                })
+                .collect(),
+            lc_ignored: AtomicU64::new(0),
+        }
+    }
+
+    /// A write of `knob` on group `g` failed with `e`: counted; a group
+    /// that is gone is lost.
+    pub fn failed(&self, g: usize, knob: DaemonKnob, e: &CgroupError) {
+        let vanished = e.is_not_found() || matches!(e, CgroupError::Group { .. });
+        self.count_failure(g, knob, e.to_string(), vanished);
+    }
+
+    /// A write of `knob` on group `g` failed with `error`; `vanished`: the
+    /// group is gone (it is lost).
+    pub fn count_failure(&self, g: usize, knob: DaemonKnob, error: String, vanished: bool) {
+        let Some(gl) = self.groups.get(g) else { return };
+        let i = slot(knob);
+        gl.counts[i].fetch_add(1, Relaxed);
+        gl.failing[i].store(true, Relaxed);
+        if vanished {
+            self.mark_lost(g, format!("its cgroup is gone ({error})"));
+        }
+        gl.last_error.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(error);
+    }
+
+    /// A write of `knob` on group `g` succeeded (clears its failing flag).
+    pub fn succeeded(&self, g: usize, knob: DaemonKnob) {
+        if let Some(gl) = self.groups.get(g) {
+            let f = &gl.failing[slot(knob)];
+            if f.load(Relaxed) {
+                f.store(false, Relaxed);
+            }
+        }
+    }
+
+    /// Marks group `g` lost for `reason`; true the first time.
+    pub fn mark_lost(&self, g: usize, reason: String) -> bool {
+        let Some(gl) = self.groups.get(g) else {
+            return false;
+        };
+        let mut l = gl.lost.lock().unwrap_or_else(|p| p.into_inner());
+        if l.is_some() {
+            return false;
+        }
+        *l = Some(reason);
+        true
+    }
+
+    /// Records that group `g` is protected another way now (`how`).
+    pub fn set_fallback(&self, g: usize, how: String) {
+        if let Some(gl) = self.groups.get(g) {
+            *gl.fallback.lock().unwrap_or_else(|p| p.into_inner()) = Some(how);
+        }
+    }
+
+    /// Whether group `g` has fallen back already.
+    pub fn has_fallback(&self, g: usize) -> bool {
+        self.groups.get(g).is_some_and(|gl| {
+            gl.fallback
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+        })
+    }
+
+    /// Whether a write of `knob` on group `g` is failing now.
+    pub fn failing(&self, g: usize, knob: DaemonKnob) -> bool {
+        self.groups
+            .get(g)
+            .is_some_and(|gl| gl.failing[slot(knob)].load(Relaxed))
+    }
+
+    /// Failed writes of `knob` on group `g` so far.
+    pub fn count(&self, g: usize, knob: DaemonKnob) -> u64 {
+        self.groups
+            .get(g)
+            .map_or(0, |gl| gl.counts[slot(knob)].load(Relaxed))
+    }
+
+    /// The last error of `knob` on group `g`.
+    pub fn last_error(&self, g: usize, knob: DaemonKnob) -> Option<String> {
+        self.groups.get(g).and_then(|gl| {
+            gl.last_error.lock().unwrap_or_else(|p| p.into_inner())[slot(knob)].clone()
+        })
+    }
+
+    /// A same-named process of another user was not adopted as the LC.
+    pub fn lc_ignored(&self) {
+        self.lc_ignored.fetch_add(1, Relaxed);
+    }
+
+    /// Group `g`'s state.
+    pub fn state(&self, g: usize) -> GroupState {
+        let Some(gl) = self.groups.get(g) else {
+            return GroupState::Ok;
+        };
+        if gl.lost.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            GroupState::Lost
+        } else if gl.failing.iter().any(|f| f.load(Relaxed))
+            || gl
+                .fallback
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+        {
+            GroupState::Degraded
+        } else {
+            GroupState::Ok
+        }
+    }
+
+    /// The number of groups.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Whether there is no group.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// The record published for `elfen status` (and the metrics).
+    pub fn snapshot(&self) -> DaemonHealth {
+        let groups = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(g, gl)| {
+                let last = gl.last_error.lock().unwrap_or_else(|p| p.into_inner());
+                let failures = DaemonKnob::ALL
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| gl.counts[i].load(Relaxed) > 0)
+                    .map(|(i, &knob)| KnobFailures {
+                        knob,
+                        count: gl.counts[i].load(Relaxed),
+                        last_error: last[i].clone().unwrap_or_default(),
+                    })
+                    .collect();
+                let state = self.state(g);
+                let reason = match state {
+                    GroupState::Lost => gl.lost.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                    GroupState::Degraded => Some(
+                        gl.fallback
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .clone()
+                            .unwrap_or_else(|| "knob writes fail".to_string()),
+                    ),
+                    GroupState::Ok => None,
+                };
+                GroupHealth {
+                    name: gl.name.clone(),
+                    mode: gl.mode.name().to_string(),
+                    path: gl.path.clone(),
+                    state,
+                    reason,
+                    failures,
+                }
+            })
+            .collect();
+        DaemonHealth {
+            schema: HEALTH_SCHEMA.into(),
+            pid: std::process::id(),
+            lc_ignored: self.lc_ignored.load(Relaxed),
+            groups,
+        }
+    }
+
+    /// The knobs group `g` writes while the daemon runs (its metrics are
+    /// exported at 0 before any failure).
+    pub fn runtime_knobs(&self, g: usize) -> &'static [DaemonKnob] {
+        match self.groups.get(g).map(|gl| gl.mode) {
+            Some(Mode::Freeze) => &[DaemonKnob::Freeze, DaemonKnob::Thaw, DaemonKnob::SchedIdle],
+            Some(Mode::Blind) => &[
+                DaemonKnob::Cpuset,
+                DaemonKnob::Freeze,
+                DaemonKnob::Thaw,
+                DaemonKnob::SchedIdle,
+            ],
+            Some(Mode::Guard | Mode::Idle) => &[DaemonKnob::SchedIdle],
+            _ => &[],
+        }
+    }
+}
+
+/// What the log has said of each group's knobs: failures are logged at the
+/// first one and then at most once a second, with the count since.
+#[derive(Debug, Default)]
+pub struct FailureLog {
+    said: std::collections::BTreeMap<(usize, DaemonKnob), (u64, Instant)>,
+}
+
+impl FailureLog {
+    /// Lines to log now about `health`.
+    pub fn lines(&mut self, health: &Health) -> Vec<String> {
+        let mut out = Vec::new();
+        for g in 0..health.len() {
+            for &knob in &DaemonKnob::ALL {
+                let n = health.count(g, knob);
+                let (was, at) = self
+                    .said
+                    .get(&(g, knob))
+                    .copied()
+                    .unwrap_or((0, Instant::now() - Duration::from_secs(3600)));
+                if n == was || at.elapsed() < Duration::from_secs(1) {
+                    continue;
+                }
+                self.said.insert((g, knob), (n, Instant::now()));
+                let gl = &health.groups[g];
+                out.push(format!(
+                    "batch {}: {} {} write{} of {} failed ({n} in all): {}",
+                    gl.name,
+                    n - was,
+                    knob.name(),
+                    if n - was == 1 { "" } else { "s" },
+                    gl.path,
+                    health.last_error(g, knob).unwrap_or_default()
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::GroupSource;
+    use elfen_cgroup::GroupPath;
+
+    fn plan(mode: Mode) -> GroupPlan {
+        GroupPlan {
+            name: "frz".into(),
+            mode,
+            path: GroupPath::new("batch/x").unwrap(),
+            source: GroupSource::Existing,
+            controllers: vec![],
+            confine: None,
+            idle: None,
+            cpu_yield: None,
+        }
+    }
+
+    fn io(errno: i32) -> CgroupError {
+        CgroupError::Io {
+            path: "/sys/fs/cgroup/freezer/batch/x/freezer.state".into(),
+            op: "writing \"FROZEN\"".into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    #[test]
+    fn transient_errors_are_retried_then_counted_once() {
+        let mut calls = 0;
+        let r: Result<(), _> = retry(|| {
+            calls += 1;
+            Err(io(libc::EBUSY))
+        });
+        assert!(r.is_err());
+        assert_eq!(calls, ATTEMPTS, "a transient error is tried again");
+        let mut calls = 0;
+        let r: Result<(), _> = retry(|| {
+            calls += 1;
+            if calls < 2 {
+                Err(io(libc::EAGAIN))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(r.is_ok() && calls == 2);
+        let mut calls = 0;
+        let _ = retry(|| -> Result<(), _> {
+            calls += 1;
+            Err(io(libc::EACCES))
+        });
+        assert_eq!(calls, 1, "a lasting error is not retried");
+    }
+
+    #[test]
+    fn failures_degrade_a_group_and_a_vanished_one_is_lost() {
+        let h = Health::new(&[plan(Mode::Freeze)]);
+        assert_eq!(h.state(0), GroupState::Ok);
+        h.failed(0, DaemonKnob::Freeze, &io(libc::EACCES));
+        assert_eq!(h.state(0), GroupState::Degraded);
+        assert_eq!(h.count(0, DaemonKnob::Freeze), 1);
+        h.succeeded(0, DaemonKnob::Freeze);
+        assert_eq!(h.state(0), GroupState::Ok, "the knob works again");
+        assert_eq!(h.count(0, DaemonKnob::Freeze), 1, "the count stays");
+        let gone = io(libc::ENOENT);
+        h.failed(0, DaemonKnob::Freeze, &gone);
+        assert_eq!(h.state(0), GroupState::Lost);
+        assert!(!h.mark_lost(0, "again".into()), "lost once");
+        let s = h.snapshot();
+        assert_eq!(s.groups[0].state, GroupState::Lost);
+        assert_eq!(s.groups[0].failures[0].count, 2);
+        assert!(s.groups[0].reason.as_deref().unwrap().contains("gone"));
+        // the log says it at once, then at most once a second with the count
+        let mut log = FailureLog::default();
+        let l = log.lines(&h);
+        assert_eq!(l.len(), 1, "{l:?}");
+        assert!(l[0].contains("2 freeze writes") && l[0].contains("(2 in all)"));
+        h.failed(0, DaemonKnob::Freeze, &gone);
+        assert!(log.lines(&h).is_empty(), "not twice in a second");
+    }
+}
