@@ -46,6 +46,7 @@ pub mod lc;
 pub mod measure;
 pub mod metrics;
 pub mod plan;
+pub mod protection;
 pub mod worker;
 pub mod writer;
 

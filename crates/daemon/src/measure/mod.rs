@@ -103,8 +103,12 @@ pub struct Phase {
     pub writer_cpu_ns: u64,
     /// Guard threads CPU, ns.
     pub guard_cpu_ns: u64,
-    /// Of which occupying the batch lane, ns.
+    /// Of the daemon's CPU (guards and the writer's hold), spinning on the
+    /// batch lane while the LC was busy: the occupation, ns.
     pub occupied_ns: u64,
+    /// Spinning on it through the LC's idle gaps (the hold), ns.
+    #[serde(default)]
+    pub held_ns: u64,
     /// Freezer thread CPU, ns.
     pub freezer_cpu_ns: u64,
     /// The upkeep thread (heartbeat, rescans), ns.
@@ -272,6 +276,7 @@ struct Sample {
     writer_runs: u64,
     guard_runs: u64,
     occupied: u64,
+    held: u64,
     freezer: u64,
     upkeep: u64,
     batch: u64,
@@ -286,14 +291,17 @@ fn sample(d: &Daemon, freezer_tids: &[u32]) -> Sample {
     let writer = d
         .writer()
         .map_or_else(Schedstat::default, |w| stat_of(me, w.tid()));
-    let guards: Vec<Schedstat> = d.guards().iter().map(|g| stat_of(me, g.tid())).collect();
+    let guard_tids = d.env().map(|e| e.guard_tids()).unwrap_or_default();
+    let guards: Vec<Schedstat> = guard_tids.iter().map(|&t| stat_of(me, t)).collect();
+    let (occupied, held) = d.env().map_or((0, 0), |e| e.spin_ns());
     Sample {
         at: Some(Instant::now()),
         writer: writer.on_cpu_ns,
         guards: guards.iter().map(|s| s.on_cpu_ns).sum(),
         writer_runs: writer.runs,
         guard_runs: guards.iter().map(|s| s.runs).sum(),
-        occupied: d.guards().iter().map(|g| g.occupied_ns()).sum(),
+        occupied,
+        held,
         freezer: freezer_tids.iter().map(|&t| cpu_of(me, t)).sum(),
         upkeep: cpu_of(me, elfen_cmd::proc::gettid()),
         batch: d
@@ -370,6 +378,7 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
             .map_or(1, |(b, a)| (b - a).as_nanos().max(1) as u64);
     let guard_cpu = b.guards.saturating_sub(a.guards);
     let occupied = b.occupied.saturating_sub(a.occupied);
+    let held = b.held.saturating_sub(a.held);
     let mut ph = Phase {
         window_ns,
         lc_busy_pct: clock.ticks_to_ns(b.lc_busy_ticks.saturating_sub(a.lc_busy_ticks)) as f64
@@ -379,6 +388,7 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
         writer_cpu_ns: b.writer.saturating_sub(a.writer),
         guard_cpu_ns: guard_cpu,
         occupied_ns: occupied,
+        held_ns: held,
         freezer_cpu_ns: b.freezer.saturating_sub(a.freezer),
         upkeep_cpu_ns: b.upkeep.saturating_sub(a.upkeep),
         writer_runs: b.writer_runs.saturating_sub(a.writer_runs),
@@ -386,11 +396,13 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
         batch_pct: b.batch.saturating_sub(a.batch) as f64 * 100.0 / window_ns as f64,
         ..Phase::default()
     };
-    // The guards' occupation is wall time on the batch lane, in which the
-    // writer may also run (it preempts a spinning guard to publish the
-    // idle edge): the daemon's own cost is its CPU time beyond it.
+    // The guards' (and the writer's) spinning is wall time on the batch
+    // lane, in which the writer may also run (it preempts a spinning guard
+    // to publish the idle edge): the daemon's own cost is its CPU time
+    // beyond the occupation and the hold.
     let own = (ph.writer_cpu_ns + guard_cpu + ph.freezer_cpu_ns + ph.upkeep_cpu_ns)
-        .saturating_sub(occupied);
+        .saturating_sub(occupied)
+        .saturating_sub(held);
     ph.overhead_pct = own as f64 * 100.0 / window_ns as f64;
     if let Some(w) = &report.writer {
         ph.off_lane = w.wake;
@@ -428,6 +440,8 @@ pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
         idle_max_us: 100_000,
         duration_ms: 0,
         delay_ms: 0,
+        chase_steps: 0,
+        chase_kib: 4096,
     };
     let half = LcHelperArgs {
         busy_us: p.busy_us,

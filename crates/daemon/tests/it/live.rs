@@ -273,9 +273,10 @@ fn freeze_mode_freezes_thaws_and_recovers_after_sigkill() {
     let g = TestGroup::new(&unique("f"), &["freezer", "cpuset"]);
     let batch = spinner(&["--cpu", "1", "--idle"]);
     g.add(batch.pid());
+    // freeze from the start (its mechanics; judging it is tests/it/fit.rs's)
     let s = setup(
         "l",
-        "",
+        "[freeze]\nunfit = \"warn\"\n",
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\n",
             g.name
@@ -477,7 +478,7 @@ fn repeated_sigkill_at_random_points_loses_nothing() {
     g.add(batch.pid());
     let s = setup(
         "r",
-        "",
+        "[freeze]\nunfit = \"warn\"\n",
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\nconfine = true\n",
             g.name

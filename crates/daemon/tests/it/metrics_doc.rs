@@ -133,7 +133,9 @@ pub fn problems(text: &str) -> Vec<String> {
 
 #[test]
 fn every_documented_metric_is_served_and_nothing_else() {
+    use elfen_daemon::config::Mode;
     use elfen_daemon::metrics::{GuardCounts, KnobCount, Snapshot};
+    use elfen_daemon::protection::fit::FitState;
     use elfen_ops::health::{DaemonKnob, GroupState};
     let dir = tempfile::tempdir().unwrap();
     let spec = elfen_shm::PageSpec::for_pairs(&[(0, vec![1])], 1, 0);
@@ -153,6 +155,14 @@ fn every_documented_metric_is_served_and_nothing_else() {
             failures: 0,
         }],
         groups: vec![("frz".into(), GroupState::Ok)],
+        modes: vec![elfen_daemon::metrics::ModeState {
+            group: "frz".into(),
+            rungs: vec![Mode::Idle, Mode::Freeze],
+            active: Mode::Idle,
+            switches: 1,
+            fits: Some((Mode::Freeze, FitState::Unfit)),
+            contention: None,
+        }],
         ..Snapshot::default()
     };
     let registry = elfen_daemon::metrics::registry(page, 1000.0, Arc::new(Mutex::new(snap)));
