@@ -746,7 +746,8 @@ impl Daemon {
         }
         tids.sort_unstable();
         tids.dedup();
-        let total: u64 = tids.into_iter().map(cpu).sum();
+        let total: u64 = tids.into_iter().map(cpu).sum::<u64>()
+            + self.env.as_ref().map_or(0, |e| e.retired_cpu_ns());
         let (occupied_ns, held_ns) = self.env.as_ref().map_or((0, 0), |e| e.spin_ns());
         DaemonCpu {
             own_ns: total.saturating_sub(occupied_ns).saturating_sub(held_ns),

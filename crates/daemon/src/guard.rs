@@ -122,6 +122,19 @@ pub(crate) fn monotonic_now_ns() -> u64 {
     elfen_shm::clock::monotonic_ns()
 }
 
+/// The calling thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`):
+/// what spinning costs, which wall time overstates when the CPU is taken
+/// away meanwhile (interrupts, a host's pauses, steal).
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// A histogram of 1 ns .. 10 s with 3 significant digits.
 pub(crate) fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds")
@@ -160,17 +173,20 @@ pub struct GuardHandle {
     tid: u32,
     lane: u32,
     describe: String,
-    occupations: Arc<AtomicU64>,
-    occupied_ns: Arc<AtomicU64>,
-    held_ns: Arc<AtomicU64>,
+    counters: Counters,
 }
 
 /// The counters a guard updates while it runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Counters {
     occupations: Arc<AtomicU64>,
     occupied_ns: Arc<AtomicU64>,
     held_ns: Arc<AtomicU64>,
+    /// CPU time spent occupying (the part of the guard's CPU that is the
+    /// protection), ns.
+    occupied_cpu_ns: Arc<AtomicU64>,
+    /// CPU time spent holding through gaps, ns.
+    held_cpu_ns: Arc<AtomicU64>,
 }
 
 /// A guard thread (see the module docs).
@@ -187,11 +203,7 @@ impl Guard {
         bell: Arc<Bell>,
         opts: GuardOptions,
     ) -> Result<GuardHandle, DaemonError> {
-        let counters = Counters {
-            occupations: Arc::new(AtomicU64::new(0)),
-            occupied_ns: Arc::new(AtomicU64::new(0)),
-            held_ns: Arc::new(AtomicU64::new(0)),
-        };
+        let counters = Counters::default();
         let c2 = counters.clone();
         let b2 = Arc::clone(&bell);
         let o2 = opts.clone();
@@ -211,9 +223,7 @@ impl Guard {
             tid,
             lane,
             describe,
-            occupations: counters.occupations,
-            occupied_ns: counters.occupied_ns,
-            held_ns: counters.held_ns,
+            counters,
         })
     }
 }
@@ -261,7 +271,7 @@ fn hold(
     word: &std::sync::atomic::AtomicU64,
     opts: &GuardOptions,
     stop: &AtomicBool,
-    held_ns: &AtomicU64,
+    c: &Counters,
 ) -> bool {
     let Some((hold, edges)) = &opts.hold else {
         return false;
@@ -274,14 +284,18 @@ fn hold(
     let t0 = elfen_shm::clock::monotonic_ns();
     let mut now = t0;
     let mut busy = state::busy(word.load(Acquire));
+    if busy || now >= until {
+        return busy;
+    }
+    let cpu0 = thread_cpu_ns();
     while !busy && now < until && !stop.load(Relaxed) {
         std::hint::spin_loop();
         busy = state::busy(word.load(Acquire));
         now = elfen_shm::clock::monotonic_ns();
     }
-    if now > t0 {
-        held_ns.fetch_add(now - t0, Relaxed);
-    }
+    c.held_ns.fetch_add(now - t0, Relaxed);
+    c.held_cpu_ns
+        .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
     busy
 }
 
@@ -319,11 +333,14 @@ fn run(
             // reads the control word, so the guard holds the lane itself
             // until the switch clears (or the daemon stops).
             let t0 = elfen_shm::clock::monotonic_ns();
+            let cpu0 = thread_cpu_ns();
             c.occupations.fetch_add(1, Relaxed);
             while page.killed() && !stop.load(Relaxed) {
                 std::hint::spin_loop();
             }
             killed_ns += elfen_shm::clock::monotonic_ns() - t0;
+            c.occupied_cpu_ns
+                .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
             c.occupied_ns.store(bt.stats().nap_ns + killed_ns, Relaxed);
             continue;
         }
@@ -335,9 +352,12 @@ fn run(
         }
         let woke_ns = elfen_shm::clock::monotonic_ns();
         let naps = bt.stats().naps;
+        let cpu0 = thread_cpu_ns();
         bt.check();
         let after = bt.stats();
         if after.naps > naps {
+            c.occupied_cpu_ns
+                .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
             c.occupations.fetch_add(1, Relaxed);
             c.occupied_ns.store(after.nap_ns + killed_ns, Relaxed);
             let edge = bell.busy_event_ns();
@@ -345,7 +365,7 @@ fn run(
             if state::busy(s) && !co_running && edge > 0 && woke_ns >= edge {
                 let _ = hist.record((woke_ns - edge).max(1));
             }
-            again = hold(bt, word, opts, stop, &c.held_ns);
+            again = hold(bt, word, opts, stop, c);
         }
         if state::busy(word.load(Acquire)) && bt.expected() == state::NEVER {
             sleep = budget_sleep(bt, opts);
@@ -383,18 +403,27 @@ impl GuardHandle {
 
     /// Occupations so far.
     pub fn occupations(&self) -> u64 {
-        self.occupations.load(Relaxed)
+        self.counters.occupations.load(Relaxed)
     }
 
-    /// Time spent occupying the lane so far, ns (updated after each
-    /// occupation ends).
+    /// Time spent occupying the lane so far, ns (wall time, updated after
+    /// each occupation ends).
     pub fn occupied_ns(&self) -> u64 {
-        self.occupied_ns.load(Relaxed)
+        self.counters.occupied_ns.load(Relaxed)
     }
 
-    /// Time spent holding the lane through idle gaps so far, ns.
+    /// Time spent holding the lane through idle gaps so far, ns (wall).
     pub fn held_ns(&self) -> u64 {
-        self.held_ns.load(Relaxed)
+        self.counters.held_ns.load(Relaxed)
+    }
+
+    /// CPU time spent occupying and holding so far, ns: the part of the
+    /// guard's CPU that is the protection and the hold, not its own work.
+    pub fn spin_cpu_ns(&self) -> (u64, u64) {
+        (
+            self.counters.occupied_cpu_ns.load(Relaxed),
+            self.counters.held_cpu_ns.load(Relaxed),
+        )
     }
 
     /// Whether the thread still runs.

@@ -92,9 +92,11 @@ pub struct Hold {
     /// The batch CPU the writer runs on, and so occupies while it spins.
     pub cpu: u32,
     hold_ns: AtomicU64,
-    /// Spinning while the request lane was busy: the occupation (wall ns).
+    /// Spinning while the request lane was busy: the occupation (the
+    /// writer's CPU time, ns).
     pub occupied_ns: AtomicU64,
-    /// Spinning through idle gaps: lane time the batch did not get (wall ns).
+    /// Spinning through idle gaps: lane time the batch did not get (CPU
+    /// time, ns).
     pub held_ns: AtomicU64,
     /// Spins begun (each after a wake-up).
     pub spins: AtomicU64,
@@ -672,7 +674,9 @@ impl Spin<'_> {
         h.spins.fetch_add(1, Relaxed);
         rec.holding_cpu = Some(h.cpu);
         let t0 = elfen_shm::clock::monotonic_ns();
-        let mut last = t0;
+        // CPU time, read at each change of the lane's state: spinning's
+        // cost is the CPU it takes, not the wall time it spans
+        let mut last = crate::guard::thread_cpu_ns();
         let mut was_busy = lanes[i].lc.is_busy();
         let mut checks = 0u32;
         let result = loop {
@@ -702,15 +706,20 @@ impl Spin<'_> {
                     set_busy(l, busy, now, None, rec);
                 }
             }
-            let d = now - last;
-            if was_busy {
-                h.occupied_ns.fetch_add(d, Relaxed);
-            } else {
-                h.held_ns.fetch_add(d, Relaxed);
+            let busy = l.lc.is_busy();
+            let done = self.stop.load(Relaxed) || !holds(h, lanes, now);
+            if busy != was_busy || done {
+                let cpu = crate::guard::thread_cpu_ns();
+                let d = cpu.saturating_sub(last);
+                if was_busy {
+                    h.occupied_ns.fetch_add(d, Relaxed);
+                } else {
+                    h.held_ns.fetch_add(d, Relaxed);
+                }
+                last = cpu;
+                was_busy = busy;
             }
-            last = now;
-            was_busy = l.lc.is_busy();
-            if self.stop.load(Relaxed) || !holds(h, lanes, now) {
+            if done {
                 break Ok(());
             }
             checks = checks.wrapping_add(1);

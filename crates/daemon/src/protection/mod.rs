@@ -186,6 +186,9 @@ pub struct Env {
     /// The hold in use by guards and the writer, ns.
     pub hold_ns: Arc<AtomicU64>,
     guards: Mutex<GuardSet>,
+    /// Threads of withdrawn protections: their CPU, occupation and hold
+    /// (so the daemon's counters never go down), ns.
+    retired: Mutex<(u64, u64, u64)>,
 }
 
 impl Env {
@@ -217,7 +220,23 @@ impl Env {
             costs: Mutex::new(costs),
             hold_ns: Arc::new(AtomicU64::new(0)),
             guards: Mutex::new(GuardSet::default()),
+            retired: Mutex::new((0, 0, 0)),
         }
+    }
+
+    /// Counts a stopping thread `tid` of a protection (its CPU so far, of
+    /// which `spin` occupied and held) as retired.
+    pub(crate) fn retire(&self, tid: u32, spin: (u64, u64)) {
+        let cpu = thread_cpu(tid);
+        let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        r.0 += cpu;
+        r.1 += spin.0;
+        r.2 += spin.1;
+    }
+
+    /// Retired threads' CPU so far, ns.
+    pub fn retired_cpu_ns(&self) -> u64 {
+        self.retired.lock().unwrap_or_else(|p| p.into_inner()).0
     }
 
     /// The knobs' costs now.
@@ -278,19 +297,20 @@ impl Env {
             .collect()
     }
 
-    /// Spinning by the guards and the writer's hold so far: (occupied,
-    /// held), ns.
+    /// CPU time the guards and the writer's hold spent spinning so far:
+    /// (occupied while the LC was busy, held through its gaps), ns.
     pub fn spin_ns(&self) -> (u64, u64) {
         let g = self.guards.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut occ, mut held) = g
-            .guards
-            .iter()
-            .fold((0, 0), |(o, h), g| (o + g.occupied_ns(), h + g.held_ns()));
+        let (mut occ, mut held) = g.guards.iter().fold((0, 0), |(o, h), g| {
+            let (go, gh) = g.spin_cpu_ns();
+            (o + go, h + gh)
+        });
         if let Some(w) = &self.writer_hold {
             occ += w.occupied_ns.load(Relaxed);
             held += w.held_ns.load(Relaxed);
         }
-        (occ, held)
+        let r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        (occ + r.1, held + r.2)
     }
 
     /// Starts the guards if none run yet (one more user either way).
@@ -354,6 +374,7 @@ impl Env {
             .drain(..)
             .map(|h| {
                 self.own.remove(h.tid());
+                self.retire(h.tid(), h.spin_cpu_ns());
                 h.stop()
             })
             .collect()
@@ -386,6 +407,11 @@ pub struct Target {
     /// Set when its threads must be put SCHED_IDLE (idle mode as a
     /// fallback): the daemon's rescans do it.
     pub sched_idle: Arc<AtomicBool>,
+}
+
+/// This process's thread `tid`'s on-CPU time so far, ns.
+pub(crate) fn thread_cpu(tid: u32) -> u64 {
+    elfen_cmd::proc::thread_schedstat(std::process::id(), tid).map_or(0, |s| s.on_cpu_ns)
 }
 
 /// A batch group's cgroup, with the executor that writes it.

@@ -52,10 +52,7 @@ impl Base {
     }
 }
 
-/// This process's thread `tid`'s on-CPU time so far, ns.
-fn cpu_ns(tid: u32) -> u64 {
-    elfen_cmd::proc::thread_schedstat(std::process::id(), tid).map_or(0, |s| s.on_cpu_ns)
-}
+use super::thread_cpu as cpu_ns;
 
 /// `cooperative`: the batch threads nap themselves.
 #[derive(Debug)]
@@ -268,6 +265,7 @@ impl Protection for Freezing {
             b.arm(false);
         }
         self.base.env.own.remove(f.tid());
+        self.base.env.retire(f.tid(), (0, 0));
         self.base.applied = false;
         Withdrawn::Freezer(f.stop())
     }
@@ -359,6 +357,7 @@ impl Protection for Blinding {
         if let Some(bell) = &self.base.target.blind_bell {
             bell.arm(false);
         }
+        self.base.env.retire(b.tid(), (0, 0));
         self.base.applied = false;
         Withdrawn::Blind(b.stop())
     }
