@@ -17,11 +17,15 @@
 //! The page's kill switch overrides the law: paused, the group is frozen;
 //! unmanaged, it gets every CPU (PerfIso's two kill-switch modes).
 //!
-//! **Idle CPUs** ([`idle_cpus`]): a CPU is idle when its slot shows the
-//! idle task *or one of the daemon's own threads* (the controller itself —
-//! it runs while it reads the slots —, the LC signal writer, guards): they
-//! run only to keep the law and would otherwise count as busy, and on two
-//! CPUs with `B` = 1 keep batch frozen for good.
+//! **Idle CPUs** ([`idle_cpus`]), the law's `I`: CPUs running neither the
+//! LC nor the batch. A CPU outside the batch's set runs no batch, so it is
+//! idle unless the LC runs there (another program there is neither); a CPU
+//! of the set is idle when its slot shows the idle task *or one of the
+//! daemon's own threads* (the controller itself — it runs while it reads the
+//! slots —, the LC signal writer, guards), which run only to keep the law.
+//! Counting only CPUs that show the idle task, as before, made the CPU
+//! running the controller busy, and two CPUs with `B` = 1 kept batch frozen
+//! for good.
 //!
 //! [`Blind::spawn`] is the mechanism: a thread woken by the LC signal
 //! writer at each busy edge of any CPU ([`crate::bell::Bell::per_cpu`];
@@ -179,14 +183,24 @@ impl BlindState {
     }
 }
 
-/// How many of `snaps` (one per CPU blind isolation hands out; `None`:
-/// unreadable) are idle: running the idle task, or a thread of the daemon
-/// in `own` (see the module docs).
-pub fn idle_cpus(snaps: &[Option<elfen_bpf::SlotSnapshot>], own: &[u32]) -> u32 {
-    snaps
-        .iter()
-        .flatten()
-        .filter(|s| !s.lc() && (s.tid == 0 || own.contains(&s.tid)))
+/// How many of `cpus` (`snaps`: their slots, `None` unreadable) are idle in
+/// the law's sense — running neither the LC nor the batch: a CPU outside
+/// the batch's set `batch` that runs no LC task (whatever else runs there,
+/// batch cannot), and a CPU of the set that shows the idle task or one of
+/// the daemon's threads `own` (see the module docs).
+pub fn idle_cpus(
+    cpus: &[u32],
+    snaps: &[Option<elfen_bpf::SlotSnapshot>],
+    batch: &[u32],
+    own: &[u32],
+) -> u32 {
+    cpus.iter()
+        .zip(snaps)
+        .filter(|(c, s)| match s {
+            Some(s) if s.lc() => false,
+            Some(s) => !batch.contains(c) || s.tid == 0 || own.contains(&s.tid),
+            None => false,
+        })
         .count() as u32
 }
 
@@ -487,7 +501,7 @@ fn run(
             }
             now.saturating_sub(done) < elfen_bpf::contract::ANNOUNCE_NS
         });
-        let idle = idle_cpus(&snaps, &opts.own.tids());
+        let idle = idle_cpus(&cpus, &snaps, st.current(), &opts.own.tids());
         let before = st.current().to_vec();
         if let Some(t) = st.step(page.kill_mode(), busy, idle, now) {
             let ok = match &t {
@@ -724,10 +738,9 @@ mod tests {
     }
 
     #[test]
-    fn the_daemons_own_threads_count_as_idle_so_two_cpus_with_one_buffer_core_run_batch() {
-        // two CPUs, B = 1, the controller (tid 77) reading the slots on
-        // cpu 1 while batch is frozen: the LC on cpu 0
+    fn two_cpus_with_one_buffer_core_give_batch_a_cpu_back_while_the_lc_is_idle() {
         let own = [77, 78];
+        let cpus = [0, 1];
         let mut s = BlindState::new(
             BlindIsolation { buffer_cores: 1 },
             vec![0, 1],
@@ -741,21 +754,27 @@ mod tests {
             s.step(KillMode::Off, |c| c == 0, 0, 1),
             Some(Target::Frozen)
         );
+        // frozen, the LC on cpu 0, the controller (tid 77) reading the
+        // slots on cpu 1: one CPU runs neither LC nor batch — I = B, batch
+        // stays out while the LC runs (the buffer core is kept)
         let lc_busy = [slot(500, true), slot(77, false)];
-        assert_eq!(idle_cpus(&lc_busy, &own), 1, "the controller's CPU is idle");
-        assert_eq!(idle_cpus(&lc_busy, &[]), 0, "counted as busy, the old way");
-        // I = B while the LC runs: batch stays out (the buffer core is kept)
-        assert_eq!(s.step(KillMode::Off, |c| c == 0, 1, 2), None);
-        // the LC sleeps: cpu 0 runs the idle task, cpu 1 the controller
+        let idle = idle_cpus(&cpus, &lc_busy, s.current(), &own);
+        assert_eq!(idle, 1);
+        assert_eq!(s.step(KillMode::Off, |c| c == 0, idle, 2), None);
+        // the LC sleeps: cpu 0 runs the idle task, cpu 1 the controller (or
+        // another program): both idle in the law's sense
+        for other in [77, 4242] {
+            let lc_idle = [slot(0, false), slot(other, false)];
+            assert_eq!(idle_cpus(&cpus, &lc_idle, s.current(), &own), 2);
+        }
         let lc_idle = [slot(0, false), slot(77, false)];
-        let idle = idle_cpus(&lc_idle, &own);
-        assert_eq!(idle, 2);
+        let idle = idle_cpus(&cpus, &lc_idle, s.current(), &own);
         assert_eq!(
             s.step(KillMode::Off, |_| false, idle, 3),
             Some(Target::Cpus(vec![0])),
             "batch gets a CPU back"
         );
-        // the old count (1 idle CPU = B) kept it frozen for good
+        // counting only the idle task, as before, kept it frozen for good
         let mut old = BlindState::new(
             BlindIsolation { buffer_cores: 1 },
             vec![0, 1],
@@ -763,13 +782,18 @@ mod tests {
         );
         old.step(KillMode::Off, |c| c == 0, 0, 0);
         old.step(KillMode::Off, |c| c == 0, 0, 1);
-        assert_eq!(
-            old.step(KillMode::Off, |_| false, idle_cpus(&lc_idle, &[]), 3),
-            None
-        );
+        let only_idle_task = lc_idle.iter().flatten().filter(|s| s.tid == 0).count() as u32;
+        assert_eq!(old.step(KillMode::Off, |_| false, only_idle_task, 3), None);
         assert!(old.current().is_empty());
-        // an LC task is never idle, whoever's tid it has
-        assert_eq!(idle_cpus(&[slot(77, true)], &own), 0);
+        // a CPU of the batch's set running batch is not idle; running the
+        // controller it is; an LC task never is, whoever's tid it has
+        let set = [0, 1];
+        assert_eq!(
+            idle_cpus(&cpus, &[slot(900, false), slot(77, false)], &set, &own),
+            1
+        );
+        assert_eq!(idle_cpus(&[1], &[slot(77, true)], &[], &own), 0);
+        assert_eq!(idle_cpus(&[0], &[None], &[], &own), 0, "unreadable");
     }
 
     #[test]
