@@ -723,7 +723,7 @@ impl Daemon {
                 fit: st
                     .verdict
                     .as_ref()
-                    .map(|v| format!("{}: {}", v.state.word(), v.reason)),
+                    .map(|v| format!("{} {}: {}", v.mode, v.state.word(), v.reason)),
                 contention_pct: st.contention.map(|c| c * 100.0),
                 hold_us: (st.active == Mode::Guard).then(|| hold.unwrap_or(0) as f64 / 1e3),
             };

@@ -112,8 +112,8 @@ pub struct ProtectionState {
     /// The last switch, with its reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_switch: Option<String>,
-    /// The verdict on whether the mode can follow the LC service
-    /// (`fits`, `UNFIT`, `unknown`), with its reason.
+    /// The verdict on whether a mode can follow the LC service: the mode,
+    /// `fits`, `UNFIT` or `unknown`, and the reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<String>,
     /// `auto`: the last contention measured (co-run / solo − 1), %.
@@ -252,7 +252,7 @@ mod tests {
                     active: "idle".into(),
                     switches: 1,
                     last_switch: Some("freeze → idle: …".into()),
-                    fit: Some("UNFIT: cannot follow …".into()),
+                    fit: Some("freeze UNFIT: cannot follow …".into()),
                     contention_pct: None,
                     hold_us: None,
                 }),

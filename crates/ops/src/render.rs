@@ -143,7 +143,7 @@ fn daemon_health(o: &mut String, s: &PageStatus) {
         let Some(p) = &g.protection else { continue };
         let mut parts = Vec::new();
         if let Some(f) = &p.fit {
-            parts.push(format!("{} {f}", p.active));
+            parts.push(f.clone());
         }
         if let Some(c) = p.contention_pct {
             parts.push(format!("contention {c:+.1} %"));

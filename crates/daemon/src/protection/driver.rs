@@ -139,8 +139,8 @@ impl Driver {
 
     /// [`Driver::start`], `auto` continuing from `state` (the harness keeps
     /// it across the invocations of one load; see [`Driver::stop_keeping`]).
-    /// A freeze group whose service the writer has already seen enough of
-    /// is judged at once.
+    /// A freeze group whose service the writer has already watched for
+    /// `observe_ms` (the harness's, running all along) is judged at once.
     pub fn resume(
         env: &Arc<Env>,
         target: Target,
@@ -154,7 +154,9 @@ impl Driver {
         let seen = env.profile.since_start(now_ns());
         let (first, chooser) = match mode {
             Mode::Freeze
-                if freeze.unfit != Unfit::Warn && seen.busy.count >= super::fit::MIN_PERIODS =>
+                if freeze.unfit != Unfit::Warn
+                    && seen.busy.count >= super::fit::MIN_PERIODS
+                    && seen.at_ns >= freeze.observe_ms.saturating_mul(1_000_000) =>
             {
                 let v = super::new(Mode::Freeze, env, &target).fits(&seen);
                 if v.state == FitState::Unfit && freeze.unfit == Unfit::Refuse {
