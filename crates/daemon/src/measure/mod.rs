@@ -1,7 +1,7 @@
 //! `elfen daemon measure`: what the daemon costs and how fast its guards
 //! step aside, on this machine, with the daemon's own code in this process.
 //!
-//! Each run has three phases, each a fresh daemon (its own page and state
+//! Each run has up to five phases, each a fresh daemon (its own page and state
 //! file) protecting a synthetic LC service (`lc-helper`, a child pinned to
 //! the request lane) from an unmodified batch spinner (`spin-helper`, a
 //! command the daemon starts SCHED_IDLE in its group, confined to the
@@ -18,14 +18,22 @@
 //!   lane, i.e. the spinner off it.
 //! - **freeze**: the same LC with the batch group in freeze mode: the
 //!   freeze latency (request → frozen), the thaw write, and switch → frozen.
+//! - **blind**, twice: blind isolation (`B` = 0, the batch unconfined, so
+//!   its cpuset follows the LC) woken at the writer's busy edges (`[blind]
+//!   wake = "events"`, the default) and then polling the slots every
+//!   `blind_poll_us` only (`wake = "poll"`), on an LC busy 500 µs, idle
+//!   2–6 ms (a grow hold of 500 µs, so batch gets the LC's CPU back in each
+//!   gap): the **reaction**, the LC's switch onto a CPU of the batch's set →
+//!   the cpuset write that took it away returned (0 when the LC's wake-up
+//!   announced it and the CPU was taken before the switch-in).
 //!
 //! CPU times are per thread (`/proc/<pid>/task/<tid>/schedstat`) over a
 //! window after a warm-up: writer + guards − occupation + the upkeep
 //! thread, as a share of one lane. Every run is kept in the JSON
-//! (`elfen-daemon-measure/2`); the table shows medians over runs
+//! (`elfen-daemon-measure/3`); the table shows medians over runs
 //! (`summary.rs`: the study of the runs; `render.rs`: the table).
 
-use crate::config::{BatchSection, Config, Mode};
+use crate::config::{BatchSection, BlindSection, BlindWake, Config, FreezeSection, Mode, Unfit};
 use crate::daemon::Daemon;
 use crate::guard::LatencySummary;
 use crate::helpers::LcHelperArgs;
@@ -46,12 +54,12 @@ pub use render::render;
 pub use summary::{PhaseSummary, Summary, summarize};
 
 /// Schema tag of [`MeasureReport`].
-pub const SCHEMA: &str = "elfen-daemon-measure/2";
+pub const SCHEMA: &str = "elfen-daemon-measure/3";
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Params {
-    /// Repetitions of the three phases.
+    /// Repetitions of the phases.
     pub runs: usize,
     /// Measured window of each phase, ms (after the warm-up).
     pub window_ms: u64,
@@ -69,6 +77,12 @@ pub struct Params {
     /// announce_wakeups`); false: at its switch-in.
     #[serde(default = "yes")]
     pub announce_wakeups: bool,
+    /// Skip the two blind-isolation phases.
+    #[serde(default)]
+    pub no_blind: bool,
+    /// The polled blind phase's interval, µs (the slots read this often).
+    #[serde(default = "blind_poll_us")]
+    pub blind_poll_us: u64,
     /// The helper program and the arguments before its subcommand.
     #[serde(skip)]
     pub helper: Vec<String>,
@@ -85,6 +99,8 @@ impl Default for Params {
             idle_us: (250, 750),
             no_freeze: false,
             announce_wakeups: true,
+            no_blind: false,
+            blind_poll_us: blind_poll_us(),
             helper: Vec::new(),
         }
     }
@@ -135,9 +151,19 @@ pub struct Phase {
     pub freeze: LatencySummary,
     /// Thaw write (freeze phase).
     pub thaw: LatencySummary,
+    /// LC switch onto a CPU of the batch's set → the cpuset write that
+    /// took it away (blind phases).
+    #[serde(default)]
+    pub reaction: LatencySummary,
+    /// Blind steps taken on a busy edge (woken by the writer).
+    #[serde(default)]
+    pub blind_woken: u64,
+    /// Blind steps taken on the poll interval.
+    #[serde(default)]
+    pub blind_polled: u64,
 }
 
-/// One run: the machine's wake-up charge and the three phases.
+/// One run: the machine's wake-up charge and the phases.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Run {
     /// What the kernel charges a thread on the batch lane per wake-up from
@@ -150,6 +176,12 @@ pub struct Run {
     pub half: Phase,
     /// Half load, freeze mode.
     pub freeze: Option<Phase>,
+    /// Blind isolation woken at busy edges.
+    #[serde(default)]
+    pub blind_events: Option<Phase>,
+    /// Blind isolation polling the slots every `blind_poll_us`.
+    #[serde(default)]
+    pub blind_polled: Option<Phase>,
 }
 
 /// The JSON file.
@@ -222,10 +254,35 @@ fn spawn_lc(p: &Params, cpu: u32, a: &LcHelperArgs) -> anyhow::Result<Helper> {
     })?))
 }
 
+/// What a phase runs: the batch group's mode, and for blind isolation
+/// what wakes its controller.
+#[derive(Debug, Clone, Copy)]
+enum PhaseMode {
+    Guard,
+    Freeze,
+    Blind(BlindWake),
+}
+
 /// A daemon configuration for one phase.
-fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
+fn phase_config(p: &Params, dir: &Path, lc_pid: u32, pm: PhaseMode) -> Config {
     let mut argv = p.helper.clone();
     argv.push("spin-helper".into());
+    let (mode, blind) = match pm {
+        PhaseMode::Guard => (Mode::Guard, BlindSection::default()),
+        PhaseMode::Freeze => (Mode::Freeze, BlindSection::default()),
+        PhaseMode::Blind(wake) => (
+            Mode::Blind,
+            BlindSection {
+                buffer_cores: 0,
+                grow_hold_us: 500,
+                wake,
+                poll_us: match wake {
+                    BlindWake::Events => BlindSection::default().poll_us,
+                    BlindWake::Poll => p.blind_poll_us,
+                },
+            },
+        ),
+    };
     Config {
         page: crate::config::PageSection {
             path: PathBuf::from(format!(
@@ -248,15 +305,27 @@ fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
             name: "spinner".into(),
             mode,
             command: Some(argv),
-            confine: Some(true),
+            // blind isolation hands out every CPU: its cpuset follows the LC
+            confine: Some(!matches!(pm, PhaseMode::Blind(_))),
             ..Default::default()
         }],
+        blind,
+        // the freeze phase times the freezer's mechanics: freeze is kept
+        // whatever the judgement of the service says (it is printed)
+        freeze: FreezeSection {
+            unfit: Unfit::Warn,
+            ..FreezeSection::default()
+        },
         ..Config::default()
     }
 }
 
 fn yes() -> bool {
     true
+}
+
+fn blind_poll_us() -> u64 {
+    200
 }
 
 fn stat_of(pid: u32, tid: u32) -> Schedstat {
@@ -342,7 +411,12 @@ fn lane_pair(p: &Params) -> anyhow::Result<(u32, u32)> {
 }
 
 /// Runs the daemon for one phase; returns its figures and the source.
-fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Result<(Phase, String)> {
+fn phase(
+    p: &Params,
+    dir: &Path,
+    mode: PhaseMode,
+    lc: &LcHelperArgs,
+) -> anyhow::Result<(Phase, String)> {
     let (cpu, _) = lane_pair(p)?;
     let lc_child = spawn_lc(p, cpu, lc)?;
     std::thread::sleep(Duration::from_millis(20));
@@ -415,6 +489,11 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
         ph.freeze = f.freeze;
         ph.thaw = f.thaw;
     }
+    if let Some(b) = report.blind.first() {
+        ph.reaction = b.reaction;
+        ph.blind_woken = b.woken;
+        ph.blind_polled = b.polled;
+    }
     if !report.restored.is_clean() {
         bail!("the daemon could not restore: {}", report.restored);
     }
@@ -449,6 +528,13 @@ pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
         idle_max_us: p.idle_us.1,
         ..zero.clone()
     };
+    // gaps longer than the grow hold: batch gets the LC's CPU back in each
+    let gaps = LcHelperArgs {
+        busy_us: p.busy_us,
+        idle_min_us: 2000,
+        idle_max_us: 6000,
+        ..zero.clone()
+    };
     let mut runs = Vec::new();
     let mut source = String::new();
     let result = (|| {
@@ -463,21 +549,41 @@ pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
             )
             .context("measuring the wake-up charge")?;
             eprintln!("run {}/{}: zero load", i + 1, p.runs);
-            let (z, s) = phase(p, &dir, Mode::Guard, &zero)?;
+            let (z, s) = phase(p, &dir, PhaseMode::Guard, &zero)?;
             source = s;
             eprintln!("run {}/{}: half load", i + 1, p.runs);
-            let (h, _) = phase(p, &dir, Mode::Guard, &half)?;
+            let (h, _) = phase(p, &dir, PhaseMode::Guard, &half)?;
             let f = if p.no_freeze {
                 None
             } else {
                 eprintln!("run {}/{}: freeze mode", i + 1, p.runs);
-                Some(phase(p, &dir, Mode::Freeze, &half)?.0)
+                Some(phase(p, &dir, PhaseMode::Freeze, &half)?.0)
+            };
+            let (be, bp) = if p.no_blind {
+                (None, None)
+            } else {
+                eprintln!(
+                    "run {}/{}: blind isolation, woken at busy edges",
+                    i + 1,
+                    p.runs
+                );
+                let e = phase(p, &dir, PhaseMode::Blind(BlindWake::Events), &gaps)?.0;
+                eprintln!(
+                    "run {}/{}: blind isolation, polling every {} µs",
+                    i + 1,
+                    p.runs,
+                    p.blind_poll_us
+                );
+                let q = phase(p, &dir, PhaseMode::Blind(BlindWake::Poll), &gaps)?.0;
+                (Some(e), Some(q))
             };
             runs.push(Run {
                 wake_charge: Some(charge),
                 zero: z,
                 half: h,
                 freeze: f,
+                blind_events: be,
+                blind_polled: bp,
             });
             if elfen_cmd::interrupt::interrupted() {
                 break;
