@@ -34,4 +34,7 @@ step "Java bindings: signal page, Lucene server (bindings/java)"
 step "the harness against Lucene (needs the jar the Java step built)"
 cargo test --locked -p elfen-bench --test lucene
 
+step "the profiler names the Lucene server's hazards (needs the jar too)"
+cargo test --locked -p elfen-trace --test hazards
+
 step "all tests passed"

@@ -245,18 +245,21 @@ mod tests {
 
     #[test]
     fn a_child_is_found_by_name() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
+        // a copy of sleep under a name no other process has
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("elfen-t{}", std::process::id() % 100_000);
+        let exe = dir.path().join(&name);
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        let mut child = std::process::Command::new(&exe).arg("30").spawn().unwrap();
         let pid = child.id();
-        // a unique name: rename via the comm of a copy is not possible for
-        // sleep; several sleeps may exist, so accept "several" naming ours
-        match Target::resolve(TargetSpec::Comm("sleep".into())) {
-            Ok(t) => assert_eq!(t.tgids, vec![pid]),
-            Err(e) => assert!(e.to_string().contains(&pid.to_string()), "{e}"),
+        let t = std::time::Instant::now();
+        while comm_of(pid).as_deref() != Some(name.as_str()) {
+            assert!(t.elapsed().as_secs() < 10, "the child never got its name");
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        let got = Target::resolve(TargetSpec::Comm(name.clone()));
         child.kill().unwrap();
         child.wait().unwrap();
+        assert_eq!(got.unwrap().tgids, vec![pid]);
     }
 }
