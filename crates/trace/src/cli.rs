@@ -200,7 +200,7 @@ pub struct ReportArgs {
 pub struct LoadSetArgs {
     /// The service's address.
     #[arg(long, value_name = "HOST:PORT")]
-    pub addr: std::net::SocketAddr,
+    pub addr: Option<std::net::SocketAddr>,
     /// Requests per second (Poisson).
     #[arg(long, value_name = "RPS", default_value_t = 500.0)]
     pub rps: f64,
@@ -265,9 +265,23 @@ pub struct LoadArgs {
 /// Arguments of `elfen trace overhead`.
 #[derive(Debug, Args)]
 pub struct OverheadArgs {
-    /// The service.
+    /// The service, when it runs already (with --addr).
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Start the service from this command line instead (placeholders
+    /// {port} {page} {lane} {cpu} {side_cpus} {lc_signal}, as the harness's
+    /// external LC service): on a page of its own, stopped at the end.
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["pid", "comm", "cgroup", "unit", "lucene"])]
+    pub lc_command: Option<String>,
+    /// Start the Lucene server (the harness's `--lc lucene` command).
+    #[arg(long, conflicts_with_all = ["pid", "comm", "cgroup", "unit"])]
+    pub lucene: bool,
+    /// A started service's request lane CPU.
+    #[arg(long, value_name = "CPU", default_value_t = 0)]
+    pub cpu: u32,
+    /// A started service's side (batch lane) CPUs.
+    #[arg(long, value_name = "LIST", default_value = "1")]
+    pub side_cpus: String,
     /// The service's address and the requests.
     #[command(flatten)]
     pub set: LoadSetArgs,
@@ -468,6 +482,9 @@ fn run_report(a: ReportArgs) -> anyhow::Result<()> {
 }
 
 fn run_load(a: LoadArgs) -> anyhow::Result<()> {
+    let Some(addr) = a.set.addr else {
+        bail!("elfen trace load needs --addr HOST:PORT");
+    };
     let (set, what) = a.set.set()?;
     let plan = LoadPlan {
         rps: a.set.rps,
@@ -480,10 +497,10 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
     };
     let stop = elfen_cmd::interrupt::install();
     eprintln!(
-        "elfen trace load: {} rps for {:.1} s to {}, {what}",
-        a.set.rps, a.duration_s, a.set.addr
+        "elfen trace load: {} rps for {:.1} s to {addr}, {what}",
+        a.set.rps, a.duration_s
     );
-    let r = drive(a.set.addr, &plan, stop)?;
+    let r = drive(addr, &plan, stop)?;
     spans::write(&a.spans_out, &r.spans)?;
     let q = |x: f64| r.hist.value_at_quantile(x) as f64 / 1e3;
     println!(
@@ -504,11 +521,40 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
 }
 
 fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
-    let target = Target::resolve(a.target.spec()?)?;
+    let stop = elfen_cmd::interrupt::install();
     let (set, what) = a.set.set()?;
+    // a service to start, on a page of its own
+    let command = match (&a.lc_command, a.lucene) {
+        (Some(c), _) => Some(c.clone()),
+        (None, true) => {
+            let cmd =
+                elfen_bench::lc::lucene::command(elfen_bench::lc::lucene::copies_setting()?, 10);
+            elfen_bench::lc::lucene::preflight(&cmd)?;
+            Some(cmd)
+        }
+        (None, false) => None,
+    };
+    let mut started = None;
+    let (target, addr, page) = match command {
+        Some(cmd) => {
+            let s = Started::start(&cmd, a.cpu, &a.side_cpus, stop)?;
+            let t = Target::resolve(TargetSpec::Pid(s.service.pid()))?;
+            let (addr, page) = (s.addr, s.page.clone());
+            started = Some(s);
+            (t, addr, Some(page))
+        }
+        None => {
+            let Some(addr) = a.set.addr else {
+                bail!(
+                    "name a running service (--pid … with --addr) or start one (--lc-command, --lucene)"
+                );
+            };
+            (Target::resolve(a.target.spec()?)?, addr, a.page.clone())
+        }
+    };
     let b = overhead::Bench {
         target,
-        page: a.page.clone().map(|p| (p, a.lane)),
+        page: page.map(|p| (p, a.lane)),
         options: Options::default(),
         load: LoadPlan {
             rps: a.set.rps,
@@ -517,14 +563,17 @@ fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
             set,
             seed: a.set.seed,
             id_base: 0,
-            cpus: a.set.cpus()?,
+            cpus: match a.set.client_cpus {
+                Some(_) => a.set.cpus()?,
+                None if started.is_some() => elfen_topo::parse_cpu_list(&a.side_cpus)?,
+                None => Vec::new(),
+            },
         },
-        addr: a.set.addr,
+        addr,
         reps: a.reps,
         command: command_line(),
         requests: what,
     };
-    let stop = elfen_cmd::interrupt::install();
     let report = overhead::run(&b, stop, |r| {
         eprintln!(
             "  rep {} {:<9} p50 {:>8.1} µs  p99 {:>9.1} µs  max {:>9.1} µs  {} requests{}",
@@ -545,6 +594,7 @@ fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
             }
         )
     })?;
+    drop(started);
     print!("{}", overhead::render(&report));
     let path = a.json.unwrap_or_else(|| {
         PathBuf::from(format!(
@@ -559,4 +609,73 @@ fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
         .with_context(|| path.display().to_string())?;
     eprintln!("elfen trace overhead: saved {}", path.display());
     Ok(())
+}
+
+/// A service `elfen trace overhead` started, with its page; stopped and
+/// removed on drop.
+struct Started {
+    service: elfen_bench::lc::external::External,
+    page: PathBuf,
+    addr: std::net::SocketAddr,
+    _page: elfen_shm::Page,
+}
+
+impl Started {
+    fn start(
+        command: &str,
+        cpu: u32,
+        side: &str,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> anyhow::Result<Started> {
+        let side_cpus = elfen_topo::parse_cpu_list(side).context("--side-cpus")?;
+        let path = PathBuf::from(format!("/dev/shm/elfen-trace-{}", std::process::id()));
+        let mut spec = elfen_shm::PageSpec::for_pairs(
+            &[(cpu, side_cpus.clone())],
+            elfen_shm::layout::policy::UNMANAGED,
+            0,
+        );
+        // Java writers need the monotonic clock
+        spec.clock = Some(elfen_shm::Clock::MONOTONIC);
+        let page = elfen_shm::Page::create(&path, &spec)
+            .with_context(|| format!("creating the signal page {}", path.display()))?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .context("finding a free port")?
+            .port();
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        let launch = elfen_bench::lc::external::Launch {
+            command: command.to_string(),
+            vars: vec![
+                ("port", port.to_string()),
+                ("page", path.display().to_string()),
+                ("lane", "0".into()),
+                ("cpu", cpu.to_string()),
+                ("side_cpus", elfen_topo::format_cpu_list(&side_cpus)),
+                ("lc_signal", "api".into()),
+            ],
+            startup_timeout: Duration::from_secs(180),
+        };
+        eprintln!("elfen trace overhead: starting {command}");
+        let service = match elfen_bench::lc::external::External::start(&launch, addr, stop) {
+            Ok(s) => s,
+            Err(e) => {
+                drop(page);
+                let _ = elfen_shm::Page::remove(&path);
+                return Err(e.into());
+            }
+        };
+        Ok(Started {
+            service,
+            page: path,
+            addr,
+            _page: page,
+        })
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        self.service.terminate();
+        let _ = elfen_shm::Page::remove(&self.page);
+    }
 }

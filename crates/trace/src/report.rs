@@ -33,10 +33,12 @@ pub enum CauseKind {
     Preemption,
     /// The request's thread slept until another woke it (a wake-up chain).
     WakeupWait,
-    /// Work of other processes on the batch lanes while the request ran.
+    /// Work of other processes on the batch lanes while the request was in
+    /// flight (from its send to its arrival).
     BatchCorun,
-    /// Between the client's send and the request's begin with no request
-    /// ahead of it: the network, the dispatcher, the thread's wake-up.
+    /// Between the client's intended send and the request's begin with no
+    /// request ahead of it: the client's own lateness, the network, the
+    /// dispatcher, the LC thread's wake-up.
     Dispatch,
     /// The request's own time on a CPU (its work; page faults excluded).
     Service,
@@ -162,7 +164,7 @@ pub struct RequestReport {
     pub span: Option<(u64, u64)>,
     /// The causes, largest first.
     pub causes: Vec<Cause>,
-    /// The largest cause.
+    /// The largest named cause (None: no cause is large enough to name).
     pub top: Option<CauseKind>,
     /// The largest attributed hazard, if any.
     pub top_hazard: Option<CauseKind>,

@@ -101,6 +101,12 @@ fn child_main(role: &str) {
                 s.write_all(&[2u8; 16]).unwrap();
             }
         }
+        "naps" => {
+            // sleeps 1 ms at a time for 5 s: switches and wake-ups
+            for _ in 0..5000 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         "exit-soon" => {
             // exits once told (or when the tracer's end of stdin closes)
             let mut go = String::new();
@@ -121,7 +127,11 @@ fn main() {
         return;
     }
     let t0 = Instant::now();
-    let tests: [(&str, fn()); 4] = [
+    let tests: [(&str, fn()); 5] = [
+        (
+            "the_command_writes_the_record_the_trace_and_the_report",
+            the_command_writes_the_record_the_trace_and_the_report,
+        ),
         (
             "signals_record_what_a_child_does",
             signals_record_what_a_child_does,
@@ -441,4 +451,73 @@ fn a_pid_that_does_not_exist_is_a_clear_error() {
         e.to_string(),
         "no process 4000000 (/proc/4000000 does not exist)"
     );
+}
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: elfen_trace::cli::Command,
+}
+
+fn elfen(args: &[&str]) -> anyhow::Result<()> {
+    use clap::Parser;
+    let mut v = vec!["elfen"];
+    v.extend_from_slice(args);
+    Cli::try_parse_from(v)?.cmd.run()
+}
+
+fn the_command_writes_the_record_the_trace_and_the_report() {
+    let child = Child::spawn("naps", 0);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let report = dir.path().join("report.json");
+    let pid = child.pid().to_string();
+    elfen(&[
+        "trace",
+        "--pid",
+        &pid,
+        "--duration-s",
+        "0.5",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+        report.to_str().unwrap(),
+    ])
+    .unwrap();
+    let rec = elfen_trace::record::TraceRecord::load(&out.join("record.json")).unwrap();
+    assert!(rec.counts.switches > 100, "{:?}", rec.counts);
+    assert_eq!(rec.end, EndReason::Duration);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("trace.json")).unwrap()).unwrap();
+    let sum = elfen_trace::render::perfetto::check(&json).unwrap();
+    assert!(sum.slices > 100, "{sum:?}");
+    let r: elfen_trace::report::TraceReport =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r.tgids, vec![child.pid()]);
+    // studied again from the record alone
+    let again = dir.path().join("again.json");
+    let perfetto = dir.path().join("again-trace.json");
+    elfen(&[
+        "trace",
+        "report",
+        out.to_str().unwrap(),
+        "--above-pct",
+        "95",
+        "--json",
+        again.to_str().unwrap(),
+        "--perfetto",
+        perfetto.to_str().unwrap(),
+    ])
+    .unwrap();
+    let r2: elfen_trace::report::TraceReport =
+        serde_json::from_str(&std::fs::read_to_string(&again).unwrap()).unwrap();
+    assert_eq!(r2.params.above_pct, 95.0);
+    assert!(perfetto.is_file());
+    // bad input: named, nothing written
+    let e = elfen(&["trace", "--pid", "4000000", "--out", out.to_str().unwrap()]).unwrap_err();
+    assert!(e.to_string().contains("no process 4000000"), "{e}");
+    let e = elfen(&["trace", "--pid", &pid, "--signals", "sched,bogus"]).unwrap_err();
+    assert!(format!("{e:#}").contains("unknown signal 'bogus'"), "{e:#}");
+    let e = elfen(&["trace", "report", dir.path().join("none").to_str().unwrap()]).unwrap_err();
+    assert!(format!("{e:#}").contains("none"), "{e:#}");
 }

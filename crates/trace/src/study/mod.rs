@@ -318,9 +318,9 @@ impl Ctx<'_> {
 
     /// From the intended send to the begin: behind other requests, in a
     /// JVM pause, or on the way (the dispatcher's own waits named).
-    fn before_begin(&self, r: &Request, c: ClientSpan, v: &mut Vec<Raw>) {
-        let b = r.begin_ns;
-        let (a, z) = (c.intended_ns, b.max(c.intended_ns));
+    /// Time other requests ran on the LC thread inside `[a, z)` (the
+    /// queue `r` waited in), as a cause; that time.
+    fn queueing(&self, r: &Request, a: u64, z: u64, v: &mut Vec<Raw>) -> u64 {
         let mut behind: Vec<(u64, u64)> = Vec::new();
         let lo = self.lc_spans.partition_point(|s| s.0.end <= a);
         for (iv, id) in &self.lc_spans[lo..] {
@@ -336,12 +336,6 @@ impl Ctx<'_> {
         }
         let q: u64 = behind.iter().map(|x| x.1).sum();
         behind.sort_by_key(|x| std::cmp::Reverse(x.1));
-        let covered: Vec<Iv> = self.lc_spans.iter().map(|s| s.0).collect();
-        let free = gaps(a, z, &covered);
-        let paused: u64 = free
-            .iter()
-            .map(|g| overlap_sum(&self.pause_ivs, g.start, g.end))
-            .sum();
         if q > 0 {
             let mut x = Raw::new(
                 CauseKind::Queueing,
@@ -357,6 +351,19 @@ impl Ctx<'_> {
             x.count = behind.len() as u64;
             v.push(x);
         }
+        q
+    }
+
+    fn before_begin(&self, r: &Request, c: ClientSpan, v: &mut Vec<Raw>) {
+        let b = r.begin_ns;
+        let (a, z) = (c.intended_ns, b.max(c.intended_ns));
+        let q = self.queueing(r, a, z, v);
+        let covered: Vec<Iv> = self.lc_spans.iter().map(|s| s.0).collect();
+        let free = gaps(a, z, &covered);
+        let paused: u64 = free
+            .iter()
+            .map(|g| overlap_sum(&self.pause_ivs, g.start, g.end))
+            .sum();
         if paused > 0 {
             v.push(Raw::new(
                 CauseKind::JvmPause,
@@ -368,12 +375,18 @@ impl Ctx<'_> {
         if dispatch == 0 {
             return;
         }
+        let late = c.sent_ns.saturating_sub(c.intended_ns);
         let mut x = Raw::new(
             CauseKind::Dispatch,
             dispatch,
             format!(
-                "{} from its send to its begin with no request ahead",
-                ms(dispatch)
+                "{} from its intended send to its begin with no request ahead{}",
+                ms(dispatch),
+                if late >= 10_000 {
+                    format!(" (the client itself sent it {} late)", ms(late))
+                } else {
+                    String::new()
+                }
             ),
         );
         // who woke the LC thread for it, and what held that waker back
@@ -646,10 +659,18 @@ impl Ctx<'_> {
         x
     }
 
-    /// A request the LC line did not show: what covered its window.
+    /// A request the LC line did not show: what covered its window — the
+    /// requests the LC thread ran meanwhile (it waited behind them; its own
+    /// short run is among the gaps), JVM pauses, TCP holds, faults.
     fn client_only(&self, r: &Request, v: &mut Vec<Raw>) {
         let (a, z) = self.window(r);
-        let paused = overlap_sum(&self.pause_ivs, a, z);
+        self.queueing(r, a, z, v);
+        // pauses while no request ran (those inside one are its own)
+        let covered: Vec<Iv> = self.lc_spans.iter().map(|s| s.0).collect();
+        let paused: u64 = gaps(a, z, &covered)
+            .iter()
+            .map(|g| overlap_sum(&self.pause_ivs, g.start, g.end))
+            .sum();
         if paused > 0 {
             v.push(Raw::new(
                 CauseKind::JvmPause,
@@ -758,7 +779,7 @@ impl Ctx<'_> {
             })
             .collect();
         causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.kind.cmp(&b.kind)));
-        let top = causes.first().map(|c| c.kind);
+        let top = causes.iter().find(|c| c.attributed).map(|c| c.kind);
         let top_hazard = causes
             .iter()
             .find(|c| c.attributed && c.kind.is_hazard())

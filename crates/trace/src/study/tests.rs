@@ -351,6 +351,44 @@ fn queueing_behind_a_paused_request_names_the_root() {
 }
 
 #[test]
+fn a_request_the_poller_missed_still_queues_behind_the_paused_one() {
+    let mut b = B::new();
+    bulk(&mut b, 300);
+    let t = 800 * MS;
+    b.span(4, t, t + 5 * MS)
+        .sw(t, 0, 0, 0, LC)
+        .sw(t + 10 * US, 0, LC, 1, 0)
+        .sw(t + 10 * US, 1, 0, 0, VM)
+        .sw(t + 5 * MS - 10 * US, 1, VM, 1, 0)
+        .sw(t + 5 * MS - 5 * US, 0, 0, 0, LC);
+    let rec = b.done();
+    let mut client: Vec<ClientSpan> = rec
+        .spans
+        .iter()
+        .map(|s| ClientSpan {
+            id: s.id,
+            intended_ns: s.begin_ns - 10 * US,
+            sent_ns: s.begin_ns - 10 * US,
+            received_ns: Some(s.end_ns + 10 * US),
+        })
+        .collect();
+    // request 5 is on the wire only: sent during 4's pause, answered after it
+    client.push(ClientSpan {
+        id: 5,
+        intended_ns: t + MS,
+        sent_ns: t + MS,
+        received_ns: Some(t + 5 * MS + 40 * US),
+    });
+    let r = study(&rec, &client, all(99.0));
+    assert_eq!(r.requests, 302);
+    let s = slow_one(&r, 5);
+    assert!(s.span.is_none());
+    assert_eq!(s.top, Some(CauseKind::Queueing), "{:?}", s.causes);
+    assert_eq!(s.causes[0].behind, vec![4]);
+    assert_eq!(s.root_hazard, Some(CauseKind::JvmPause));
+}
+
+#[test]
 fn small_causes_are_not_attributed_and_the_percentile_picks_the_slowest() {
     let mut b = B::new();
     bulk(&mut b, 99);

@@ -24,7 +24,7 @@ import java.util.Locale;
  *       compiles.
  *   <li>{@code small-heap}: the launcher gives a 64 MB heap with a 16 MB young generation, and
  *       every request allocates {@code --alloc-kib} (256) KiB more and keeps the last {@code
- *       --retain-kib} (4096) KiB alive: young collections every few dozen requests, each copying
+ *       --retain-kib} (8192) KiB alive: young collections every few dozen requests, each copying
  *       live data, and full collections as the old generation fills.
  * </ul>
  */
