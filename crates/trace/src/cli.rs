@@ -173,6 +173,11 @@ pub struct RecordArgs {
     /// The poller's CPU (default: a batch lane).
     #[arg(long, value_name = "CPU")]
     pub poller_cpu: Option<u32>,
+    /// Run the poller at this SCHED_FIFO priority (0: SCHED_IDLE, the
+    /// default: it only takes idle time, and misses requests while its lane
+    /// is busy); with --poll-us 50 or more, so it sleeps between reads.
+    #[arg(long, value_name = "PRIO", default_value_t = 0)]
+    pub poller_fifo: u8,
     /// Where the record (record.json) and the Perfetto trace (trace.json) go
     /// (default: results/trace-<UTC time>).
     #[arg(long, value_name = "DIR")]
@@ -217,6 +222,10 @@ pub struct LoadSetArgs {
     /// Seed of the arrivals and the shuffle.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
+    /// The client's threads at this SCHED_FIFO priority (0: SCHED_OTHER),
+    /// as the harness's generator (10), so other work cannot make it late.
+    #[arg(long, value_name = "PRIO", default_value_t = 10)]
+    pub client_fifo: u8,
 }
 
 impl LoadSetArgs {
@@ -235,6 +244,12 @@ impl LoadSetArgs {
         .context("building the request set")?;
         let what = format!("{} ({} requests)", set.source, set.requests.len());
         Ok((Arc::new(set), what))
+    }
+    fn sched(&self) -> elfen_cmd::proc::SchedClass {
+        match self.client_fifo {
+            0 => elfen_cmd::proc::SchedClass::Other,
+            p => elfen_cmd::proc::SchedClass::Fifo(p),
+        }
     }
     fn cpus(&self) -> anyhow::Result<Vec<u32>> {
         self.client_cpus
@@ -326,6 +341,11 @@ fn cpu_list(s: &Option<String>, what: &str) -> anyhow::Result<Option<Vec<u32>>> 
 }
 
 fn options(a: &RecordArgs) -> anyhow::Result<Options> {
+    if a.poller_fifo > 0 && a.poll_us < 50 {
+        bail!(
+            "--poller-fifo needs --poll-us 50 or more: a real-time poller that spins would take its lane"
+        );
+    }
     let signals = match &a.signals {
         None => Signal::ALL.to_vec(),
         Some(v) => {
@@ -351,6 +371,10 @@ fn options(a: &RecordArgs) -> anyhow::Result<Options> {
         min_fault_ns: (a.min_fault_us * 1e3) as u64,
         poll_us: a.poll_us,
         poller_cpu: a.poller_cpu,
+        poller_sched: match a.poller_fifo {
+            0 => elfen_cmd::proc::SchedClass::Idle,
+            p => elfen_cmd::proc::SchedClass::Fifo(p),
+        },
         request_cpu: a.request_cpu,
         batch_cpus: cpu_list(&a.batch_cpus, "--batch-cpus")?,
         lc_tid: a.lc_tid,
@@ -494,6 +518,7 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
         seed: a.set.seed,
         id_base: a.id_base,
         cpus: a.set.cpus()?,
+        sched: a.set.sched(),
     };
     let stop = elfen_cmd::interrupt::install();
     eprintln!(
@@ -568,6 +593,7 @@ fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
                 None if started.is_some() => elfen_topo::parse_cpu_list(&a.side_cpus)?,
                 None => Vec::new(),
             },
+            sched: a.set.sched(),
         },
         addr,
         reps: a.reps,

@@ -37,6 +37,9 @@ pub struct LoadPlan {
     pub id_base: u64,
     /// CPUs of the sender and receiver threads (empty: unpinned).
     pub cpus: Vec<u32>,
+    /// Their scheduling class (the harness's generator runs `SCHED_FIFO`
+    /// where permitted, so other work cannot make it late).
+    pub sched: elfen_cmd::proc::SchedClass,
 }
 
 /// What a load measured.
@@ -94,6 +97,10 @@ pub fn drive(
             .then(|| elfen_topo::PinGuard::with_cpus(&plan.cpus).ok())
             .flatten();
         elfen_cmd::proc::set_timer_slack_ns(1);
+        if plan.sched != elfen_cmd::proc::SchedClass::Other {
+            // refused without privileges: the load then runs SCHED_OTHER
+            let _ = elfen_cmd::proc::set_sched(0, plan.sched);
+        }
         tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
         pin
     };

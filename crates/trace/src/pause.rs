@@ -1,9 +1,10 @@
 //! JVM pauses from scheduling events alone: HotSpot runs every
 //! stop-the-world operation (a collection, a safepoint of any kind) on its
 //! `VM Thread` or its `GC Thread#N` workers while the Java threads wait; a
-//! **pause** is a period in which one of them is on a CPU, periods less
-//! than [`PAUSE_GAP_NS`] apart merged (the VM thread sleeps briefly while
-//! the Java threads reach the safepoint). Concurrent collector threads
+//! **pause** is a period in which one of them is on a CPU or preempted
+//! (runnable) until it sleeps again, periods less than [`PAUSE_GAP_NS`]
+//! apart merged (the VM thread sleeps briefly while the Java threads reach
+//! the safepoint). Concurrent collector threads
 //! (`G1 Conc#…`, `G1 Refine…`) do not stop anyone and are not counted.
 //! The JIT's `C1/C2 CompilerThread`s are the sign of a cold JVM.
 //!
@@ -79,12 +80,14 @@ impl PauseTracker {
     /// Feeds one context switch; `is_stw` says whether a thread id is a
     /// stop-the-world thread of the process watched.
     pub fn on_switch(&mut self, s: &Switch, is_stw: impl Fn(u32) -> bool) {
-        if s.prev != 0 && is_stw(s.prev) {
+        // a stop-the-world thread preempted (still runnable) is still in its
+        // pause: the world stays stopped until it goes to sleep
+        if s.prev != 0 && s.prev_state != crate::record::RUNNABLE && is_stw(s.prev) {
             if let Some(since) = self.running.remove(&s.prev) {
                 self.extend(since, s.t, s.prev);
             }
         }
-        if s.next != 0 && is_stw(s.next) {
+        if s.next != 0 && is_stw(s.next) && !self.running.contains_key(&s.next) {
             self.close_if_apart(s.t);
             self.running.insert(s.next, s.t);
             match &mut self.current {
@@ -296,6 +299,28 @@ mod tests {
             prev_state: 1,
             next,
         }
+    }
+
+    #[test]
+    fn a_preempted_vm_thread_is_still_pausing() {
+        const VM: u32 = 7;
+        let stw = |t: u32| t == VM;
+        let mut tr = PauseTracker::new();
+        tr.on_switch(&sw(1_000_000, 0, VM), stw);
+        // preempted for 3 ms by another thread: runnable, not asleep
+        tr.on_switch(
+            &Switch {
+                prev_state: 0,
+                ..sw(2_000_000, VM, 99)
+            },
+            stw,
+        );
+        assert_eq!(tr.poll(4_000_000), (vec![], Some(1_000_000)));
+        tr.on_switch(&sw(5_000_000, 99, VM), stw);
+        tr.on_switch(&sw(6_000_000, VM, 0), stw);
+        let (done, cur) = tr.poll(7_000_000);
+        assert_eq!(cur, None);
+        assert_eq!((done[0].start_ns, done[0].end_ns), (1_000_000, 6_000_000));
     }
 
     #[test]

@@ -207,6 +207,8 @@ impl Recorder {
             tracer_pid: std::process::id(),
         };
         let threads_at_start = threads_now(&tgids);
+        // before the programs attach: every event is after it
+        let start_ns = elfen_shm::clock::monotonic_ns();
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (add_tx, add_rx) = mpsc::channel();
@@ -241,7 +243,6 @@ impl Recorder {
                 return Err(TraceError::Thread("kernel"));
             }
         };
-        let start_ns = elfen_shm::clock::monotonic_ns();
         let (span_source, poller) = match tap {
             None => (SpanSource::None, None),
             Some(tap) => {

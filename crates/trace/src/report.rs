@@ -168,8 +168,8 @@ pub struct RequestReport {
     pub top: Option<CauseKind>,
     /// The largest attributed hazard, if any.
     pub top_hazard: Option<CauseKind>,
-    /// When it queued behind a request, that request's own top hazard (the
-    /// root of its delay).
+    /// When it queued behind a request, that request's top hazard, or when
+    /// that one queued too, its root's (the root of its delay).
     pub root_hazard: Option<CauseKind>,
 }
 

@@ -244,6 +244,15 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_unit_is_named() {
+        let e = Target::resolve(TargetSpec::Unit("elfen-no-such-unit.service".into())).unwrap_err();
+        assert!(
+            e.to_string().contains("unit elfen-no-such-unit.service"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_child_is_found_by_name() {
         // a copy of sleep under a name no other process has
         let dir = tempfile::tempdir().unwrap();

@@ -101,6 +101,24 @@ fn child_main(role: &str) {
                 s.write_all(&[2u8; 16]).unwrap();
             }
         }
+        "vm-thread" => {
+            // a thread named like HotSpot's VM thread runs 5 ms every 50 ms
+            // (a stop-the-world pause, as the scheduler sees it)
+            std::thread::Builder::new()
+                .name("VM Thread".into())
+                .spawn(|| {
+                    for _ in 0..200 {
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_millis(5) {
+                            std::hint::spin_loop();
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+        }
         "naps" => {
             // sleeps 1 ms at a time for 5 s: switches and wake-ups
             for _ in 0..5000 {
@@ -127,7 +145,12 @@ fn main() {
         return;
     }
     let t0 = Instant::now();
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 7] = [
+        (
+            "a_pause_watch_sees_the_vm_thread_run",
+            a_pause_watch_sees_the_vm_thread_run,
+        ),
+        ("a_cgroup_names_its_processes", a_cgroup_names_its_processes),
         (
             "the_command_writes_the_record_the_trace_and_the_report",
             the_command_writes_the_record_the_trace_and_the_report,
@@ -520,4 +543,71 @@ fn the_command_writes_the_record_the_trace_and_the_report() {
     assert!(format!("{e:#}").contains("unknown signal 'bogus'"), "{e:#}");
     let e = elfen(&["trace", "report", dir.path().join("none").to_str().unwrap()]).unwrap_err();
     assert!(format!("{e:#}").contains("none"), "{e:#}");
+}
+
+fn a_pause_watch_sees_the_vm_thread_run() {
+    let child = Child::spawn("vm-thread", 0);
+    let w = elfen_trace::pause::PauseWatch::open(child.pid()).unwrap();
+    let t = Instant::now();
+    let mut seen_live = 0;
+    let mut pauses = Vec::new();
+    while t.elapsed() < Duration::from_secs(2) {
+        if w.paused_since().is_some() {
+            seen_live += 1;
+        }
+        pauses.extend(w.take_pauses());
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    assert!(w.alive());
+    drop(w);
+    let lens: Vec<f64> = pauses.iter().map(|p| p.len_ns() as f64 / 1e6).collect();
+    println!(
+        "  {} pauses seen in 2 s ({seen_live} polls during one), lengths ms: {:?}",
+        pauses.len(),
+        &lens[..lens.len().min(8)]
+    );
+    // ~40 runs of 5 ms; on a loaded machine a run may stretch or two merge
+    assert!(pauses.len() >= 10, "{} pauses", pauses.len());
+    assert!(seen_live > 0, "never seen while going on");
+    let typical = {
+        let mut v = lens.clone();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    assert!(
+        (4.0..40.0).contains(&typical),
+        "median pause {typical} ms for runs of 5 ms"
+    );
+}
+
+/// A cgroup v1 directory (pids controller) made for a test; removed on drop.
+struct TestCgroup(std::path::PathBuf);
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn a_cgroup_names_its_processes() {
+    let root = std::path::Path::new("/sys/fs/cgroup/pids");
+    if !root.join("cgroup.procs").is_file() {
+        println!(
+            "  skipped here: no cgroup v1 pids hierarchy at {}",
+            root.display()
+        );
+        return;
+    }
+    let cg = TestCgroup(root.join(format!("elfen-trace-test-{}", std::process::id())));
+    std::fs::create_dir(&cg.0).unwrap();
+    let mut child = Child::spawn("naps", 0);
+    std::fs::write(cg.0.join("cgroup.procs"), child.pid().to_string()).unwrap();
+    let t = Target::resolve(TargetSpec::Cgroup(cg.0.clone())).unwrap();
+    assert_eq!(t.tgids, vec![child.pid()]);
+    assert!(t.alive());
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    assert!(!t.alive());
+    let e = Target::resolve(TargetSpec::Cgroup(cg.0.clone())).unwrap_err();
+    assert!(e.to_string().contains("holds no process"), "{e}");
 }

@@ -148,117 +148,125 @@ fn thread_label(rec: &TraceRecord, tid: u32) -> String {
     format!("{} ({tid})", rec.comm(tid))
 }
 
-/// Builds the trace events of `rec` with the requests and causes of
-/// `report` (its slow requests carry their causes in their arguments).
-pub fn events(rec: &TraceRecord, client: &[ClientSpan], report: &TraceReport) -> Vec<TraceEvent> {
-    let tl = Timeline::build(rec);
-    let mut o = Out {
-        t0: rec.start_ns,
-        ev: Vec::new(),
-        next_id: 0,
-    };
-    let lc = rec.target.lc_tid;
-    // names
-    let mut pids: BTreeMap<u32, String> = BTreeMap::new();
-    for (i, &p) in rec.target.tgids.iter().enumerate() {
-        let cmd = rec.target.cmdlines.get(i).cloned().unwrap_or_default();
-        pids.insert(
-            p,
-            format!("target {p}: {}", cmd.chars().take(120).collect::<String>()),
-        );
-    }
-    let mut named: HashSet<u32> = HashSet::new();
-    let mut name_thread = |o: &mut Out, pids: &mut BTreeMap<u32, String>, tid: u32| {
-        if tid == 0 || !named.insert(tid) {
+/// What the tracks are built from.
+struct Src<'a> {
+    rec: &'a TraceRecord,
+    tl: Timeline,
+    /// Threads named so far.
+    named: HashSet<u32>,
+    /// Process names.
+    pids: BTreeMap<u32, String>,
+}
+
+impl Src<'_> {
+    /// Names thread `tid` (and its process) once.
+    fn name_thread(&mut self, o: &mut Out, tid: u32) {
+        if tid == 0 || !self.named.insert(tid) {
             return;
         }
+        let rec = self.rec;
         let pid = pid_of(rec, tid);
-        pids.entry(pid).or_insert_with(|| {
+        self.pids.entry(pid).or_insert_with(|| {
             rec.threads.get(&pid).map_or_else(
                 || format!("process {pid}"),
                 |t| format!("{} ({pid})", t.comm),
             )
         });
         o.meta("thread_name", pid, tid, thread_label(rec, tid));
-    };
-    // CPU tracks
-    o.meta("process_name", CPU_PID, CPU_PID, "CPUs".into());
-    for &cpu in &rec.lanes {
-        let Some(c) = tl.cpus.get(cpu as usize) else {
-            continue;
-        };
-        o.meta("thread_name", CPU_PID, CPU_PID + cpu, format!("CPU {cpu}"));
-        let st = c.starts();
-        for (k, &(t, tid)) in st.iter().enumerate() {
-            if tid == 0 {
-                continue;
-            }
-            let end = st.get(k + 1).map_or(rec.end_ns, |x| x.0);
-            let args = json!({ "tid": tid, "pid": pid_of(rec, tid) });
-            o.slice(
-                (CPU_PID, CPU_PID + cpu),
-                "cpu",
-                thread_label(rec, tid),
-                (t, end),
-                args,
-            );
-        }
     }
-    // running slices of every thread but the LC thread
-    let mut tids: Vec<u32> = tl.threads.keys().copied().collect();
-    tids.sort_unstable();
-    for &tid in &tids {
-        if Some(tid) == lc {
-            continue;
-        }
-        name_thread(&mut o, &mut pids, tid);
-        let pid = pid_of(rec, tid);
-        for p in &tl.threads[&tid] {
-            if let State::OnCpu(cpu) = p.state {
+
+    /// A `CPUs` process with one track per recorded CPU: who ran.
+    fn cpu_tracks(&mut self, o: &mut Out) {
+        let rec = self.rec;
+        o.meta("process_name", CPU_PID, CPU_PID, "CPUs".into());
+        for &cpu in &rec.lanes {
+            let Some(c) = self.tl.cpus.get(cpu as usize) else {
+                continue;
+            };
+            o.meta("thread_name", CPU_PID, CPU_PID + cpu, format!("CPU {cpu}"));
+            let st = c.starts();
+            for (k, &(t, tid)) in st.iter().enumerate() {
+                if tid == 0 {
+                    continue;
+                }
+                let end = st.get(k + 1).map_or(rec.end_ns, |x| x.0);
+                let args = json!({ "tid": tid, "pid": pid_of(rec, tid) });
                 o.slice(
-                    (pid, tid),
-                    "sched",
-                    "running".into(),
-                    (p.iv.start, p.iv.end),
-                    json!({ "cpu": cpu }),
+                    (CPU_PID, CPU_PID + cpu),
+                    "cpu",
+                    thread_label(rec, tid),
+                    (t, end),
+                    args,
                 );
             }
         }
     }
-    // the LC thread: requests with what happened inside them
-    let reqs: Vec<Request> = requests(rec, client);
-    let slow: HashMap<u64, &crate::report::RequestReport> =
-        report.slow.iter().map(|s| (s.id, s)).collect();
-    let mut lc_slices: Vec<(u64, u64)> = Vec::new();
-    if let Some(lc) = lc {
-        name_thread(&mut o, &mut pids, lc);
-        let pid = pid_of(rec, lc);
-        for r in reqs.iter().filter(|r| r.on_lc_line) {
-            let mut args = json!({ "id": r.id, "queue_begin_ns": r.begin_ns });
-            if let Some(s) = slow.get(&r.id) {
-                args = json!({
-                    "id": r.id,
-                    "latency_ms": s.latency_ns as f64 / 1e6,
-                    "top_cause": s.top.map(|k| k.label()),
-                    "top_hazard": s.top_hazard.or(s.root_hazard).map(|k| k.label()),
-                    "causes": s.causes.iter().map(|c| format!("{:.1}% {}: {}", c.share_pct, c.kind.label(), c.text)).collect::<Vec<_>>(),
-                });
+
+    /// `running` slices of every thread but the LC thread.
+    fn thread_tracks(&mut self, o: &mut Out) {
+        let lc = self.rec.target.lc_tid;
+        let mut tids: Vec<u32> = self.tl.threads.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            if Some(tid) == lc {
+                continue;
             }
-            let name = if slow.contains_key(&r.id) {
-                format!("request #{} (slow)", r.id)
-            } else {
-                format!("request #{}", r.id)
+            self.name_thread(o, tid);
+            let pid = pid_of(self.rec, tid);
+            for p in &self.tl.threads[&tid] {
+                if let State::OnCpu(cpu) = p.state {
+                    o.slice(
+                        (pid, tid),
+                        "sched",
+                        "running".into(),
+                        (p.iv.start, p.iv.end),
+                        json!({ "cpu": cpu }),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The LC thread's track: its requests, what happened inside them.
+    /// Returns the request slices `(begin, end)` in time order.
+    fn lc_track(
+        &mut self,
+        o: &mut Out,
+        client: &[ClientSpan],
+        report: &TraceReport,
+    ) -> Vec<(u64, u64)> {
+        let rec = self.rec;
+        let Some(lc) = rec.target.lc_tid else {
+            return Vec::new();
+        };
+        self.name_thread(o, lc);
+        let pid = pid_of(rec, lc);
+        let slow: HashMap<u64, &crate::report::RequestReport> =
+            report.slow.iter().map(|s| (s.id, s)).collect();
+        let mut out = Vec::new();
+        let reqs: Vec<Request> = requests(rec, client);
+        for r in reqs.iter().filter(|r| r.on_lc_line) {
+            let (args, name) = match slow.get(&r.id) {
+                Some(s) => (
+                    json!({
+                        "id": r.id,
+                        "latency_ms": s.latency_ns as f64 / 1e6,
+                        "top_cause": s.top.map(|k| k.label()),
+                        "top_hazard": s.top_hazard.or(s.root_hazard).map(|k| k.label()),
+                        "causes": s.causes.iter().map(|c| format!("{:.1}% {}: {}", c.share_pct, c.kind.label(), c.text)).collect::<Vec<_>>(),
+                    }),
+                    format!("request #{} (slow)", r.id),
+                ),
+                None => (json!({ "id": r.id }), format!("request #{}", r.id)),
             };
             o.slice((pid, lc), "request", name, (r.begin_ns, r.end_ns), args);
-            lc_slices.push((r.begin_ns, r.end_ns));
+            out.push((r.begin_ns, r.end_ns));
             // children: off-CPU periods and faults, clipped, never overlapping
             let mut kids: Vec<(u64, u64, String)> = Vec::new();
-            for p in tl.periods(lc, r.begin_ns, r.end_ns) {
+            for p in self.tl.periods(lc, r.begin_ns, r.end_ns) {
                 let (a, b) = (p.iv.start.max(r.begin_ns), p.iv.end.min(r.end_ns));
-                if b <= a {
-                    continue;
-                }
                 match p.state {
+                    _ if b <= a => {}
                     State::Runnable(_) => {
                         kids.push((a, b, format!("preempted by {}", rec.comm(p.successor))))
                     }
@@ -266,147 +274,163 @@ pub fn events(rec: &TraceRecord, client: &[ClientSpan], report: &TraceReport) ->
                     State::OnCpu(_) => {}
                 }
             }
-            for f in tl.faults_in(lc, r.begin_ns, r.end_ns) {
+            for f in self.tl.faults_in(lc, r.begin_ns, r.end_ns) {
                 let (a, b) = (f.t.max(r.begin_ns), (f.t + f.dur_ns).min(r.end_ns));
                 if b > a {
-                    kids.push((
-                        a,
-                        b,
-                        if f.huge {
-                            "page fault (huge page)".into()
-                        } else {
-                            "page fault".into()
-                        },
-                    ));
+                    let name = if f.huge {
+                        "page fault (huge page)"
+                    } else {
+                        "page fault"
+                    };
+                    kids.push((a, b, name.into()));
                 }
             }
             kids.sort_by_key(|k| k.0);
             let mut last_end = 0;
             for (a, b, name) in kids {
-                if a < last_end {
-                    continue;
+                if a >= last_end {
+                    last_end = b;
+                    o.slice((pid, lc), "request", name, (a, b), Value::Null);
                 }
-                last_end = b;
-                o.slice((pid, lc), "request", name, (a, b), Value::Null);
             }
         }
+        out
     }
-    // wake-ups of the target's threads: flows from the waker's running
-    // slice to the woken thread's next slice
-    let running_at = |tid: u32, t: u64| -> bool {
-        tl.periods(tid, t, t + 1)
-            .iter()
-            .any(|p: &Period| matches!(p.state, State::OnCpu(_)) && p.iv.start <= t && t < p.iv.end)
-    };
-    for e in &rec.events {
-        let Event::Wakeup(w) = e else { continue };
-        if w.waker == 0
-            || !rec.is_target(w.wakee)
-            || Some(w.waker) == lc
-            || !running_at(w.waker, w.t)
-        {
-            continue;
-        }
-        // where the arrow lands: the woken thread's next slice
-        let land = if Some(w.wakee) == lc {
-            let i = lc_slices.partition_point(|s| s.0 < w.t);
-            lc_slices
-                .get(i)
-                .map(|s| s.0)
-                .filter(|&b| b < w.t + 50_000_000)
-        } else {
-            tl.periods(w.wakee, w.t, u64::MAX)
+
+    /// Wake-ups of the target's threads: flows from the waker's running
+    /// slice to the woken thread's next slice.
+    fn wakeups(&mut self, o: &mut Out, lc_slices: &[(u64, u64)]) {
+        let rec = self.rec;
+        let lc = rec.target.lc_tid;
+        for e in &rec.events {
+            let Event::Wakeup(w) = e else { continue };
+            if w.waker == 0 || !rec.is_target(w.wakee) || Some(w.waker) == lc {
+                continue;
+            }
+            let running = self
+                .tl
+                .periods(w.waker, w.t, w.t + 1)
                 .iter()
-                .find(|p| matches!(p.state, State::OnCpu(_)) && p.iv.start >= w.t)
-                .map(|p| p.iv.start)
-        };
-        let Some(at) = land else { continue };
-        name_thread(&mut o, &mut pids, w.waker);
-        let id = o.id();
-        o.point(
-            (pid_of(rec, w.waker), w.waker),
-            "s",
-            "wakeup",
-            "wake-up".into(),
-            w.t,
-            Some(id),
-        );
-        o.point(
-            (pid_of(rec, w.wakee), w.wakee),
-            "f",
-            "wakeup",
-            "wake-up".into(),
-            at,
-            Some(id),
-        );
-    }
-    // async: JVM pauses, TCP holds, faults of the target
-    let main = rec.target.tgids.first().copied().unwrap_or(0);
-    for p in pauses_of(rec) {
-        let id = o.id();
-        o.point(
-            (main, main),
-            "b",
-            "jvm",
-            "JVM pause".into(),
-            p.start_ns,
-            Some(id),
-        );
-        o.point(
-            (main, main),
-            "e",
-            "jvm",
-            "JVM pause".into(),
-            p.end_ns,
-            Some(id),
-        );
-    }
-    for h in holds(rec) {
-        let id = o.id();
-        let name = if h.nagle {
-            "TCP held (Nagle)".to_string()
-        } else {
-            "TCP held".to_string()
-        };
-        let pid = pid_of(rec, h.tid);
-        o.point((pid, h.tid), "b", "tcp", name.clone(), h.iv.start, Some(id));
-        o.point((pid, h.tid), "e", "tcp", name, h.iv.end, Some(id));
-    }
-    for e in &rec.events {
-        match e {
-            Event::Fault(f) if f.dur_ns >= 10_000 && rec.is_target(f.tid) => {
-                let id = o.id();
-                let name = if f.huge {
-                    "page fault (huge page)"
-                } else {
-                    "page fault"
-                };
-                let pid = pid_of(rec, f.tid);
-                o.point((pid, f.tid), "b", "fault", name.into(), f.t, Some(id));
-                o.point(
-                    (pid, f.tid),
-                    "e",
-                    "fault",
-                    name.into(),
-                    f.t + f.dur_ns,
-                    Some(id),
-                );
+                .any(|p: &Period| {
+                    matches!(p.state, State::OnCpu(_)) && p.iv.start <= w.t && w.t < p.iv.end
+                });
+            if !running {
+                continue;
             }
-            Event::Tcp(t) if t.kind == crate::record::TcpKind::DelayedAck => {
-                name_thread(&mut o, &mut pids, t.tid);
-                o.point(
-                    (pid_of(rec, t.tid), t.tid),
-                    "i",
-                    "tcp",
-                    "peer delayed its ACK".into(),
-                    t.t,
-                    None,
-                );
-            }
-            _ => {}
+            let land = if Some(w.wakee) == lc {
+                let i = lc_slices.partition_point(|s| s.0 < w.t);
+                lc_slices
+                    .get(i)
+                    .map(|s| s.0)
+                    .filter(|&b| b < w.t + 50_000_000)
+            } else {
+                self.tl
+                    .periods(w.wakee, w.t, u64::MAX)
+                    .iter()
+                    .find(|p| matches!(p.state, State::OnCpu(_)) && p.iv.start >= w.t)
+                    .map(|p| p.iv.start)
+            };
+            let Some(at) = land else { continue };
+            self.name_thread(o, w.waker);
+            let id = o.id();
+            let (from, to) = (
+                (pid_of(rec, w.waker), w.waker),
+                (pid_of(rec, w.wakee), w.wakee),
+            );
+            o.point(from, "s", "wakeup", "wake-up".into(), w.t, Some(id));
+            o.point(to, "f", "wakeup", "wake-up".into(), at, Some(id));
         }
     }
-    for (pid, name) in pids {
+
+    /// JVM pauses, TCP holds and the target's faults as async slices; the
+    /// peer's delayed ACKs as instants.
+    fn asyncs(&mut self, o: &mut Out) {
+        let rec = self.rec;
+        let main = rec.target.tgids.first().copied().unwrap_or(0);
+        let span = |o: &mut Out, at: (u32, u32), cat: &'static str, name: &str, a: u64, b: u64| {
+            let id = o.id();
+            o.point(at, "b", cat, name.into(), a, Some(id));
+            o.point(at, "e", cat, name.into(), b, Some(id));
+        };
+        for p in pauses_of(rec) {
+            span(o, (main, main), "jvm", "JVM pause", p.start_ns, p.end_ns);
+        }
+        for h in holds(rec) {
+            let name = if h.nagle {
+                "TCP held (Nagle)"
+            } else {
+                "TCP held"
+            };
+            span(
+                o,
+                (pid_of(rec, h.tid), h.tid),
+                "tcp",
+                name,
+                h.iv.start,
+                h.iv.end,
+            );
+        }
+        for e in &rec.events {
+            match e {
+                Event::Fault(f) if f.dur_ns >= 10_000 && rec.is_target(f.tid) => {
+                    let name = if f.huge {
+                        "page fault (huge page)"
+                    } else {
+                        "page fault"
+                    };
+                    span(
+                        o,
+                        (pid_of(rec, f.tid), f.tid),
+                        "fault",
+                        name,
+                        f.t,
+                        f.t + f.dur_ns,
+                    );
+                }
+                Event::Tcp(t) if t.kind == crate::record::TcpKind::DelayedAck => {
+                    self.name_thread(o, t.tid);
+                    o.point(
+                        (pid_of(rec, t.tid), t.tid),
+                        "i",
+                        "tcp",
+                        "peer delayed its ACK".into(),
+                        t.t,
+                        None,
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Builds the trace events of `rec` with the requests and causes of
+/// `report` (its slow requests carry their causes in their arguments).
+pub fn events(rec: &TraceRecord, client: &[ClientSpan], report: &TraceReport) -> Vec<TraceEvent> {
+    let mut o = Out {
+        t0: rec.start_ns,
+        ev: Vec::new(),
+        next_id: 0,
+    };
+    let mut src = Src {
+        rec,
+        tl: Timeline::build(rec),
+        named: HashSet::new(),
+        pids: BTreeMap::new(),
+    };
+    for (i, &p) in rec.target.tgids.iter().enumerate() {
+        let cmd = rec.target.cmdlines.get(i).cloned().unwrap_or_default();
+        src.pids.insert(
+            p,
+            format!("target {p}: {}", cmd.chars().take(120).collect::<String>()),
+        );
+    }
+    src.cpu_tracks(&mut o);
+    src.thread_tracks(&mut o);
+    let lc_slices = src.lc_track(&mut o, client, report);
+    src.wakeups(&mut o, &lc_slices);
+    src.asyncs(&mut o);
+    for (pid, name) in std::mem::take(&mut src.pids) {
         o.meta("process_name", pid, pid, name);
     }
     // metadata first, then by time; a parent before the slices it holds

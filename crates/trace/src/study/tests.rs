@@ -250,10 +250,11 @@ fn huge_page_faults_jit_preemption_wakeups_and_batch_are_each_named() {
     let f = get(CauseKind::PageFaults);
     assert_eq!((f.ns, f.count, f.huge), (4 * MS, 1, 1));
     assert!(f.attributed);
-    assert_eq!(get(CauseKind::Preemption).ns, 2 * MS);
+    // preempted 2 ms, and runnable 0.1 ms from its wake-up to its run
+    assert_eq!(get(CauseKind::Preemption).ns, 2 * MS + 100 * US);
     assert_eq!(get(CauseKind::Preemption).who[0].comm, "stream");
     let w = get(CauseKind::WakeupWait);
-    assert_eq!(w.ns, 2 * MS);
+    assert_eq!(w.ns, 2 * MS - 100 * US);
     let chain: Vec<&str> = w.who.iter().map(|t| t.comm.as_str()).collect();
     assert_eq!(chain, vec!["elfen-lucene-di", "client"]);
     // the JIT ran 3 of its 10 ms beside it, no exchange with it: not cold
@@ -348,6 +349,45 @@ fn queueing_behind_a_paused_request_names_the_root() {
     assert_eq!(s.causes[0].behind, vec![4]);
     assert_eq!(s.root_hazard, Some(CauseKind::JvmPause));
     assert_eq!(r.count(CauseKind::JvmPause).hazard_top, 2, "{:?}", r.counts);
+}
+
+#[test]
+fn a_queue_behind_a_queue_finds_the_root() {
+    let mut b = B::new();
+    bulk(&mut b, 300);
+    let t = 800 * MS;
+    // 4 paused 5 ms; 5 queues behind it and runs 100 µs; 6 queues behind 5
+    // the longest (it arrived during 4's pause, 5 ran before it)
+    b.span(4, t, t + 5 * MS)
+        .sw(t, 0, 0, 0, LC)
+        .sw(t + 10 * US, 0, LC, 1, 0)
+        .sw(t + 10 * US, 1, 0, 0, VM)
+        .sw(t + 5 * MS - 10 * US, 1, VM, 1, 0)
+        .sw(t + 5 * MS - 5 * US, 0, 0, 0, LC)
+        .span(5, t + 5 * MS, t + 8 * MS)
+        .span(6, t + 8 * MS, t + 8 * MS + 20 * US);
+    let rec = b.done();
+    let client: Vec<ClientSpan> = rec
+        .spans
+        .iter()
+        .map(|s| {
+            let at = match s.id {
+                5 => t + 100 * US,
+                6 => t + 4 * MS + 900 * US,
+                _ => s.begin_ns - 10 * US,
+            };
+            ClientSpan {
+                id: s.id,
+                intended_ns: at,
+                sent_ns: at,
+                received_ns: Some(s.end_ns + 10 * US),
+            }
+        })
+        .collect();
+    let r = study(&rec, &client, all(99.0));
+    let s = slow_one(&r, 6);
+    assert_eq!(s.causes[0].behind[0], 5, "{:?}", s.causes);
+    assert_eq!(s.root_hazard, Some(CauseKind::JvmPause));
 }
 
 #[test]

@@ -21,6 +21,10 @@ impl Iv {
     }
 }
 
+/// The CPU of a runnable period not known (yet): a woken thread is
+/// runnable from its wake-up until it is switched in, on a CPU known then.
+const UNKNOWN_CPU: u32 = u32::MAX;
+
 /// A thread's state over an interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -103,24 +107,33 @@ impl Timeline {
         let mut open: HashMap<u32, (u64, State, u32)> = HashMap::new();
         let mut wakeups: HashMap<u32, Vec<Wakeup>> = HashMap::new();
         let mut faults: HashMap<u32, Vec<Fault>> = HashMap::new();
-        let mut close =
-            |tid: u32, at: u64, next: (State, u32), open: &mut HashMap<u32, (u64, State, u32)>| {
-                if tid == 0 {
-                    return;
+        // closes `tid`'s open period at `at` (a runnable period whose CPU is
+        // not known yet gets `cpu`, where it is switched in) and opens `next`
+        let mut close = |tid: u32,
+                         at: u64,
+                         cpu: u32,
+                         next: (State, u32),
+                         open: &mut HashMap<u32, (u64, State, u32)>| {
+            if tid == 0 {
+                return;
+            }
+            if let Some((since, st, succ)) = open.insert(tid, (at, next.0, next.1)) {
+                let st = match st {
+                    State::Runnable(UNKNOWN_CPU) => State::Runnable(cpu),
+                    x => x,
+                };
+                if at > since {
+                    threads.entry(tid).or_default().push(Period {
+                        iv: Iv {
+                            start: since,
+                            end: at,
+                        },
+                        state: st,
+                        successor: succ,
+                    });
                 }
-                if let Some((since, st, succ)) = open.insert(tid, (at, next.0, next.1)) {
-                    if at > since {
-                        threads.entry(tid).or_default().push(Period {
-                            iv: Iv {
-                                start: since,
-                                end: at,
-                            },
-                            state: st,
-                            successor: succ,
-                        });
-                    }
-                }
-            };
+            }
+        };
         for e in &rec.events {
             match e {
                 Event::Switch(s) => {
@@ -134,10 +147,17 @@ impl Timeline {
                     } else {
                         State::Blocked(s.prev_state)
                     };
-                    close(s.prev, s.t, (off, s.next), &mut open);
-                    close(s.next, s.t, (State::OnCpu(s.cpu), 0), &mut open);
+                    close(s.prev, s.t, s.cpu, (off, s.next), &mut open);
+                    close(s.next, s.t, s.cpu, (State::OnCpu(s.cpu), 0), &mut open);
                 }
-                Event::Wakeup(w) => wakeups.entry(w.wakee).or_default().push(w.clone()),
+                Event::Wakeup(w) => {
+                    // asleep until the wake-up, then runnable until it runs
+                    if let Some(&(_, State::Blocked(_), succ)) = open.get(&w.wakee) {
+                        let next = (State::Runnable(UNKNOWN_CPU), succ);
+                        close(w.wakee, w.t, UNKNOWN_CPU, next, &mut open);
+                    }
+                    wakeups.entry(w.wakee).or_default().push(w.clone());
+                }
                 Event::Fault(f) => faults.entry(f.tid).or_default().push(*f),
                 Event::Tcp(_) | Event::Exit(_) => {}
             }

@@ -16,9 +16,10 @@ import java.util.Locale;
  *       delayed-ACK timer (~40 ms).
  *   <li>{@code untouched-heap}: the launcher starts the JVM without {@code -XX:+AlwaysPreTouch},
  *       with transparent huge pages for the heap where the kernel offers them and a young
- *       generation larger than warm-up fills; no full collection after warm-up: the requests
- *       allocate into heap pages never touched, each first touch a page fault (a huge page
- *       zeroed). The client idles before its load (the thesis' deep idle).
+ *       generation larger than warm-up fills; no full collection after warm-up; each request
+ *       allocates {@code --alloc-kib} (64) KiB more: the requests allocate into heap pages never
+ *       touched, each first touch a page fault (a huge page zeroed). The client idles before its
+ *       load (the thesis' deep idle).
  *   <li>{@code cold-start}: no warm-up at all (no query rounds on the worker, none over the wire,
  *       no full collection): the first requests load classes and run interpreted while the JIT
  *       compiles.

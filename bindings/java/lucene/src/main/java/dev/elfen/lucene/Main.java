@@ -20,7 +20,8 @@ public final class Main {
                     --side-fifo-priority N (ELFEN_SIDE_FIFO_PRIORITY, 0): acceptor and dispatchers SCHED_FIFO
                     --warmup-rounds N (20)  --exact-total-hits true|false (true)
                     --hazards LIST (ELFEN_LUCENE_HAZARDS, none): nagle,untouched-heap,cold-start,small-heap|all
-                    --alloc-kib N  --retain-kib N: per-request garbage and live memory (small-heap: 256, 8192)
+                    --alloc-kib N  --retain-kib N: per-request garbage and live memory
+                      (small-heap: 256, 8192; untouched-heap: 64, 0)
         index     build the index if it is missing (--rebuild: build it again)
         queries   print the term queries of the tasks file: index, kind, term, freq (tab-separated)
         demand    service time of each query run alone on the pinned worker, to JSON
@@ -169,7 +170,10 @@ public final class Main {
       throw new IllegalArgumentException("--side-fifo-priority must be 0 (off) or 1..99, got " + sideFifo);
     }
     Hazards hazards = Hazards.parse(o.get("hazards", "ELFEN_LUCENE_HAZARDS"));
-    Server.Churn churn = new Server.Churn(o.getInt("alloc-kib", null, hazards.smallHeap() ? 256 : 0),
+    // small-heap: garbage and live data per request; untouched-heap: garbage,
+    // so the requests reach fresh heap pages sooner
+    int allocDefault = hazards.smallHeap() ? 256 : hazards.untouchedHeap() ? 64 : 0;
+    Server.Churn churn = new Server.Churn(o.getInt("alloc-kib", null, allocDefault),
         o.getInt("retain-kib", null, hazards.smallHeap() ? 8192 : 0));
     if (churn.allocKib() < 0 || churn.retainKib() < 0) {
       throw new IllegalArgumentException("--alloc-kib and --retain-kib must be >= 0");
