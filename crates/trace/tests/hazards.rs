@@ -251,9 +251,11 @@ impl Server {
                 "--copies",
                 "1",
                 // the acceptor and dispatchers stay SCHED_OTHER: at a
-                // real-time priority, a cold JVM's dispatcher spinning for a
-                // lock a compiler thread holds on the same CPU runs until
-                // real-time throttling stops it (~1 s, seen in a trace)
+                // real-time priority (the harness's --side-fifo-priority 10)
+                // a dispatcher spinning for a monitor can keep the JVM's VM
+                // thread, SCHED_OTHER on the same CPU, from ending a
+                // safepoint until real-time throttling stops it: ~0.94 s
+                // stalls, seen in these traces
                 "--hazards",
                 hazards,
             ])
@@ -378,10 +380,10 @@ fn run_case(case: &Case, dir: &Path) {
             _ => std::thread::sleep(Duration::from_millis(20)),
         }
     };
-    // The worker at real-time priority on its lane (alone there), the client
-    // at the harness's generator priority: other tenants of the machine
-    // (builds, VMs) can then not preempt them, and what remains is mostly
-    // the service's own doing — the hazards.
+    // The worker at real-time priority on its lane (alone there, it shares
+    // the CPU with no JVM thread), the client at the harness's generator
+    // priority: other tenants of the machine (builds, VMs) cannot preempt
+    // them, and what remains is mostly the service's own doing.
     elfen_cmd::proc::set_sched(tap.lc_tid(), elfen_cmd::proc::SchedClass::Fifo(20))
         .expect("SCHED_FIFO for the worker (root)");
     // SAFETY: a plain query of a thread's policy.
