@@ -179,7 +179,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PRIO", default_value_t = 0)]
     pub poller_fifo: u8,
     /// Where the record (record.json) and the Perfetto trace (trace.json) go
-    /// (default: results/trace-<UTC time>).
+    /// (default: `results/trace-<UTC time>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// How to study.
@@ -312,7 +312,7 @@ pub struct OverheadArgs {
     /// Repetitions (each an untraced and a traced invocation).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub reps: usize,
-    /// Write the JSON result here (default: results/trace-overhead-<unix time>.json).
+    /// Write the JSON result here (default: `results/trace-overhead-<unix time>.json`).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
 }
