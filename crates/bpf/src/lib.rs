@@ -41,7 +41,7 @@ pub mod visibility;
 pub use contract::{CpuSlot, LcEvent, SlotSnapshot};
 pub use error::BpfError;
 pub use poll::PollSource;
-pub use probe::{Probe, VMLINUX_BTF, probe};
+pub use probe::{LogCapture, Probe, VMLINUX_BTF, check_btf, check_privileges, probe};
 pub use sched::{SchedSource, program_exists};
 pub use slots::SlotReader;
 pub use source::{Options, Source};
