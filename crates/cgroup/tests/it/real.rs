@@ -9,10 +9,13 @@ use elfen_cgroup::{
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Kills and reaps the child; removes the operator-style directories.
+/// Kills and reaps the child; removes the operator-style directories;
+/// turns off again the v2 controllers the test turned on (`subtree`: the
+/// `cgroup.subtree_control` file and the controller).
 struct Guard {
     child: Option<std::process::Child>,
     dirs: Vec<PathBuf>,
+    subtree: Vec<(PathBuf, &'static str)>,
 }
 
 impl Drop for Guard {
@@ -23,6 +26,11 @@ impl Drop for Guard {
         }
         for d in self.dirs.iter().rev() {
             let _ = std::fs::remove_dir(d);
+        }
+        for (file, ctl) in self.subtree.iter().rev() {
+            if let Err(e) = std::fs::write(file, format!("-{ctl}")) {
+                println!("cleanup: {ctl} stays on in {}: {e}", file.display());
+            }
         }
     }
 }
@@ -68,8 +76,20 @@ fn real_hierarchy_create_cpuset_quota_freeze_restore() {
     let mut guard = Guard {
         child: Some(child),
         dirs: Vec::new(),
+        subtree: Vec::new(),
     };
     // An "operator's" group the executor opens and changes (not creates).
+    // On v2 the operator (or systemd, for a unit with CPU settings) turns
+    // the cpu controller on in the parent first, else the group has no
+    // cpu files.
+    if h.layout() == Layout::V2 {
+        let sc = h.root().join("cgroup.subtree_control");
+        let on = std::fs::read_to_string(&sc).unwrap();
+        if !on.split_whitespace().any(|c| c == "cpu") {
+            std::fs::write(&sc, "+cpu").unwrap();
+            guard.subtree.push((sc, "cpu"));
+        }
+    }
     let op_name = format!("elfen-test-{pid}-op");
     let op_dir = h.controller_root(Controller::Cpu).unwrap().join(&op_name);
     std::fs::create_dir(&op_dir).unwrap();
@@ -84,9 +104,14 @@ fn real_hierarchy_create_cpuset_quota_freeze_restore() {
     let op = ex.open_group(&op_name, &[Controller::Cpu]).unwrap();
     let shares0 = ex.get(&op, KnobKind::CpuWeight).unwrap();
     ex.set(&op, Knob::CpuWeight(50)).unwrap();
+    // read back in the layout's own unit: v2 cpu.weight, v1 cpu.shares
     assert_eq!(
         ex.get(&op, KnobKind::CpuWeight).unwrap(),
-        Knob::CpuShares(512)
+        if h.is_v2(Controller::Cpu) {
+            Knob::CpuWeight(50)
+        } else {
+            Knob::CpuShares(512)
+        }
     );
     let idle = op_dir.join("cpu.idle").exists();
     if idle {
@@ -107,7 +132,16 @@ fn real_hierarchy_create_cpuset_quota_freeze_restore() {
     let Knob::CpusetCpus(all) = ex.get(&g, KnobKind::CpusetCpus).unwrap() else {
         unreachable!()
     };
-    assert!(!all.is_empty(), "a new v1 cpuset gets its parent's cpus");
+    let all = if h.is_v2(Controller::Cpuset) {
+        // v2: a new group's cpuset.cpus is empty, it uses its parent's
+        assert!(all.is_empty(), "a new v2 cpuset is empty: {all:?}");
+        let dir = h.controller_root(Controller::Cpuset).unwrap().join(&name);
+        let eff = std::fs::read_to_string(dir.join("cpuset.cpus.effective")).unwrap();
+        elfen_topo::parse_cpu_list(eff.trim()).unwrap()
+    } else {
+        assert!(!all.is_empty(), "a new v1 cpuset gets its parent's cpus");
+        all
+    };
     ex.set(
         &g,
         Knob::CpuMax {
@@ -226,6 +260,7 @@ fn real_hierarchy_crash_and_recover() {
     let _guard = Guard {
         child: None,
         dirs: dirs.clone(),
+        subtree: Vec::new(),
     };
     {
         let (mut ex, _) = Executor::with_state_file(h.clone(), &state).unwrap();
