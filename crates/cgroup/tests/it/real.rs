@@ -284,3 +284,89 @@ fn real_hierarchy_crash_and_recover() {
     assert!(dirs.iter().all(|d| !d.exists()), "{rep}");
     assert!(!state.exists());
 }
+
+/// v2: an operator's group with tasks whose `cpuset.cpus` is empty (it uses
+/// its parent's CPUs) is confined, then restored. The kernel refuses to
+/// empty a populated cpuset again (ENOSPC), so the restore writes the
+/// parent's CPUs instead and says so: the tasks get every CPU back.
+#[test]
+fn real_v2_populated_group_gets_its_inherited_cpus_back() {
+    let h = match writable_hierarchy() {
+        Ok(h) => h,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    if !h.is_v2(Controller::Cpuset) {
+        println!(
+            "skipped: the real hierarchy is {} here: an empty (inherited) cpuset is a v2 state",
+            h.layout()
+        );
+        return;
+    }
+    let root = h.controller_root(Controller::Cpuset).unwrap();
+    let all = std::fs::read_to_string(root.join("cpuset.cpus.effective")).unwrap();
+    let all = elfen_topo::parse_cpu_list(all.trim()).unwrap();
+    if all.len() < 2 {
+        println!("skipped: one CPU: nothing to confine the group to");
+        return;
+    }
+    let child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let cpid = child.id();
+    let mut guard = Guard {
+        child: Some(child),
+        dirs: Vec::new(),
+        subtree: Vec::new(),
+    };
+    let sc = root.join("cgroup.subtree_control");
+    if !std::fs::read_to_string(&sc)
+        .unwrap()
+        .split_whitespace()
+        .any(|c| c == "cpuset")
+    {
+        std::fs::write(&sc, "+cpuset").unwrap();
+        guard.subtree.push((sc, "cpuset"));
+    }
+    let name = format!("elfen-test-{}-inherit", std::process::id());
+    let dir = root.join(&name);
+    std::fs::create_dir(&dir).unwrap();
+    guard.dirs.push(dir.clone());
+    std::fs::write(dir.join("cgroup.procs"), cpid.to_string()).unwrap();
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("cpuset.cpus"), "", "a new v2 group inherits");
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state.json");
+    let (ex, _) = Executor::with_state_file(h.clone(), &state).unwrap();
+    let mut ex = ex.restore_on_drop(true);
+    let g = ex.open_group(&name, &[Controller::Cpuset]).unwrap();
+    let last = *all.last().unwrap();
+    ex.set(&g, Knob::CpusetCpus(vec![last])).unwrap();
+    assert_eq!(read("cpuset.cpus.effective"), last.to_string());
+    let rep = ex.restore_all();
+    println!("restore:\n{rep}");
+    assert!(rep.is_clean(), "{rep}");
+    assert!(
+        rep.actions
+            .iter()
+            .any(|a| matches!(a, elfen_cgroup::RestoreAction::RestoredAs { .. })),
+        "the report says the parent's CPUs were written instead: {rep}"
+    );
+    assert_eq!(
+        read("cpuset.cpus.effective"),
+        elfen_topo::format_cpu_list(&all),
+        "the tasks have every CPU of the parent again"
+    );
+    assert!(!state.exists(), "nothing left to restore");
+    drop(ex);
+    drop(guard);
+    assert!(!dir.exists());
+}
