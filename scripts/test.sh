@@ -34,4 +34,8 @@ step "Java bindings: signal page, Lucene server (bindings/java)"
 step "the harness against Lucene (needs the jar the Java step built)"
 cargo test --locked -p elfen-bench --test lucene
 
+step "VM test bed: the daemon's live tests and an end-to-end run on systemd + cgroup v2, SMT 2x2 (docs/vmtest.md)"
+# the debug elfen and test binaries the workspace tests built (build once, test many)
+scripts/vmtest.sh --profile debug
+
 step "all tests passed"
