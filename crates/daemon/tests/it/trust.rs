@@ -381,7 +381,10 @@ fn a_state_file_another_user_could_write_blocks_the_start() {
         "{e}"
     );
     if !elfen_cmd::proc::is_root() {
-        println!("not root: another user's state file not tried");
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Root,
+            "another user's state file not tried",
+        );
         return;
     }
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
