@@ -4,6 +4,7 @@
 
 mod common;
 mod hybrid;
+mod limits;
 mod real;
 mod recovery;
 mod v1;
