@@ -81,6 +81,27 @@ pub struct StatusArgs {
     /// A heartbeat older than this is reported stale, ms.
     #[arg(long, default_value_t = DEFAULT_STALE_MS)]
     pub stale_ms: f64,
+    /// The daemon's record of batch groups killed under memory shortage
+    /// (`[memory] kill_log`), shown when it exists.
+    #[arg(long, env = "ELFEN_KILL_LOG", default_value = crate::kills::DEFAULT_KILL_LOG)]
+    pub kill_log: PathBuf,
+}
+
+/// The line on batch kills, when the daemon's kill log exists.
+fn kills_line(args: &StatusArgs, s: &PageStatus) -> String {
+    match crate::kills::KillLog::load(&args.kill_log) {
+        Ok(Some(log)) => format!(
+            "batch kills (memory watermark): {}{}\n",
+            log.summary(),
+            if log.daemon_pid == s.creator_pid {
+                String::new()
+            } else {
+                format!(" — recorded by an earlier daemon, pid {}", log.daemon_pid)
+            }
+        ),
+        Ok(None) => String::new(),
+        Err(e) => format!("batch kills: cannot read the kill log: {e}\n"),
+    }
 }
 
 /// `elfen ctl off|on`: the kill switch.
@@ -123,6 +144,7 @@ pub fn status(args: &StatusArgs) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&prev)?);
         } else {
             print!("{}", render::text(&prev, None));
+            print!("{}", kills_line(args, &prev));
         }
         return Ok(());
     }
@@ -143,6 +165,7 @@ pub fn status(args: &StatusArgs) -> Result<()> {
                 write!(out, "\x1b[H\x1b[2J")?;
             }
             write!(out, "{}", render::text(&now, Some(&rates)))?;
+            write!(out, "{}", kills_line(args, &now))?;
             if !tty {
                 writeln!(out)?;
             }

@@ -11,12 +11,14 @@
 //! | rates between two snapshots (LC busy and batch run fractions, requests/s, naps/s) | [`status::Rates`] |
 //! | the text view of `elfen status` | [`render`] |
 //! | the kill switch: `elfen ctl off` / `on` | [`ctl`] |
+//! | batch groups killed under memory shortage, as the daemon records them | [`kills`] |
 //! | Prometheus metrics of a page over HTTP (`elfen metrics`; the daemon serves the same registry with its own metrics added) | [`metrics`] |
 //! | the clap commands the `elfen` binary flattens | [`cli`] |
 #![deny(missing_docs)]
 
 pub mod cli;
 pub mod ctl;
+pub mod kills;
 pub mod metrics;
 pub mod render;
 pub mod status;
