@@ -12,6 +12,7 @@ use crate::config::Mode;
 use crate::error::DaemonError;
 use crate::freeze::{FreezeOptions, FreezeReport, Freezer, FreezerHandle};
 use crate::guard::{Guard, GuardHandle, GuardOptions, GuardReport};
+use crate::isolation::Isolation;
 use crate::lc::{DiscoveryOptions, Notice};
 use crate::metrics::{DaemonMetrics, GuardCounts};
 use crate::plan::Plan;
@@ -36,6 +37,7 @@ pub struct Daemon {
     guards: Vec<GuardHandle>,
     freezers: Vec<FreezerHandle>,
     blinds: Vec<BlindHandle>,
+    isolation: Option<Isolation>,
     notices: Receiver<Notice>,
     next_rescan: Instant,
     metrics: Option<DaemonMetrics>,
@@ -57,6 +59,8 @@ pub struct ShutdownReport {
     pub freezers: Vec<FreezeReport>,
     /// Each blind-isolation controller.
     pub blind: Vec<BlindReport>,
+    /// Memory, I/O and egress isolation.
+    pub isolation: Vec<String>,
     /// Commands stopped, classes restored.
     pub groups: Vec<String>,
     /// The executor's restore.
@@ -113,6 +117,9 @@ impl std::fmt::Display for ShutdownReport {
         }
         for g in &self.groups {
             writeln!(f, "{g}")?;
+        }
+        for l in &self.isolation {
+            writeln!(f, "{l}")?;
         }
         if self.restored.is_empty() {
             writeln!(f, "cgroups: nothing to restore")
@@ -183,6 +190,7 @@ impl Daemon {
             guards: Vec::new(),
             freezers: Vec::new(),
             blinds: Vec::new(),
+            isolation: None,
             notices: rx,
             metrics,
             lc_restarts: 0,
@@ -212,6 +220,9 @@ impl Daemon {
             let ex = self.executor.as_ref().expect("a hierarchy for groups");
             let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
             self.groups.push(BatchGroup::setup(&mut ex, g, &env)?);
+        }
+        if let Some(ex) = &self.executor {
+            self.isolation = Some(Isolation::start(&plan, ex, &self.groups)?);
         }
         let guarded = plan.groups.iter().any(|g| g.mode == Mode::Guard);
         let mut bells: Vec<(u32, Arc<Bell>)> = Vec::new();
@@ -362,6 +373,11 @@ impl Daemon {
         &self.groups
     }
 
+    /// What memory, I/O and egress isolation set up at start.
+    pub fn isolation_started(&self) -> &[String] {
+        self.isolation.as_ref().map_or(&[], |i| &i.started)
+    }
+
     /// Notices of the writer since the last call.
     pub fn notices(&self) -> Vec<Notice> {
         self.notices.try_iter().collect()
@@ -378,6 +394,9 @@ impl Daemon {
             .filter(|n| matches!(n, Notice::Restarted { .. }))
             .count() as u64;
         let mut out: Vec<String> = notices.iter().map(|n| n.to_string()).collect();
+        if let Some(iso) = &self.isolation {
+            out.extend(iso.messages());
+        }
         self.update_metrics();
         let now = Instant::now();
         if now >= self.next_rescan {
@@ -397,6 +416,9 @@ impl Daemon {
             for g in &mut self.groups {
                 out.extend(g.poll_exit());
             }
+            if let (Some(iso), Some(ex)) = (&mut self.isolation, &self.executor) {
+                out.extend(iso.tick(&mut ex.lock().unwrap_or_else(|p| p.into_inner())));
+            }
         }
         if self.writer.as_ref().is_some_and(|w| !w.is_running()) {
             let err = self.writer.take().map(LcWriterHandle::stop);
@@ -413,6 +435,12 @@ impl Daemon {
         }
         if self.blinds.iter().any(|b| !b.is_running()) {
             return Err(DaemonError::thread("blind isolation", "its thread ended"));
+        }
+        if self.isolation.as_ref().is_some_and(|i| !i.is_running()) {
+            return Err(DaemonError::thread(
+                "memory or I/O isolation",
+                "its thread ended",
+            ));
         }
         Ok(out)
     }
@@ -441,7 +469,13 @@ impl Daemon {
         let repaired = self.recovered.actions.len() as u64;
         let restarts = self.lc_restarts;
         let cpuset_changes = self.blinds.iter().map(BlindHandle::cpuset_changes).sum();
+        let isolation = self
+            .isolation
+            .as_ref()
+            .map(Isolation::counts)
+            .unwrap_or_default();
         m.update(|s| {
+            s.isolation = isolation;
             s.cpuset_changes = cpuset_changes;
             s.guards = guards;
             s.writer_events = events;
@@ -464,6 +498,11 @@ impl Daemon {
         let _ = self.page.set_heartbeat_stale(0);
         let _ = self.page.set_control(elfen_shm::KillMode::Unmanaged);
         let mut r = ShutdownReport {
+            isolation: self
+                .isolation
+                .take()
+                .map(Isolation::stop)
+                .unwrap_or_default(),
             freezers: self.freezers.drain(..).map(FreezerHandle::stop).collect(),
             blind: self.blinds.drain(..).map(BlindHandle::stop).collect(),
             ..ShutdownReport::default()
@@ -505,6 +544,9 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
     }
     if let Some(w) = d.writer() {
         log(format!("LC signal writer: {}", w.source()));
+    }
+    for l in d.isolation_started() {
+        log(l);
     }
     for g in d.guards() {
         log(format!("guard: {}", g.describe()));

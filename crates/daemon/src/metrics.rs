@@ -13,7 +13,17 @@
 //! | `elfen_daemon_repaired_values` | gauge | values the start repaired from a killed predecessor |
 //! | `elfen_daemon_up_seconds` | gauge | time since the daemon started |
 //!
-//! (batch kills appear here when the memory knob runs in the daemon.)
+//!
+//! Memory, I/O and egress isolation add theirs (`crate::isolation`):
+//!
+//! | metric | type | what |
+//! |---|---|---|
+//! | `elfen_batch_kills_total{group}` | counter | times the memory watermark killed the group |
+//! | `elfen_batch_killed_processes_total{group}` | counter | processes those kills ended |
+//! | `elfen_memory_available_bytes` | gauge | `MemAvailable` at the watermark's last read |
+//! | `elfen_memory_pressure_events_total` | counter | PSI memory-pressure triggers that fired |
+//! | `elfen_io_budget_changes_total` | counter | `io.max` writes of the I/O budget |
+//! | `elfen_egress_packets_total` | counter | batch packets sent at low priority |
 
 use elfen_ops::metrics::{MetricsError, MetricsListener, MetricsServer, page_registry, serve_on};
 use elfen_shm::Page;
@@ -54,6 +64,8 @@ pub struct Snapshot {
     pub repaired: u64,
     /// Blind isolation's cpuset writes.
     pub cpuset_changes: u64,
+    /// Memory, I/O and egress isolation.
+    pub isolation: crate::isolation::IsolationCounts,
 }
 
 /// The collector over a shared [`Snapshot`].
@@ -114,6 +126,7 @@ impl Collector for DaemonCollector {
             "Times the LC service was found again under new pids",
             s.lc_restarts,
         )?;
+        crate::isolation::encode_metrics(&s.isolation, &mut enc)?;
         ConstGauge::new(s.repaired as i64).encode(enc.encode_descriptor(
             "elfen_daemon_repaired_values",
             "Values the start repaired from a killed predecessor",

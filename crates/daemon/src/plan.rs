@@ -65,6 +65,8 @@ pub struct GroupPlan {
     pub confine: Option<Vec<u32>>,
     /// How it yields (guard and idle modes): `CpuIdle` or `SchedIdle`.
     pub idle: Option<IdleMethod>,
+    /// Its memory, I/O and egress isolation.
+    pub iso: crate::isolation::plan::GroupIso,
 }
 
 /// A configuration resolved against this machine.
@@ -96,6 +98,8 @@ pub struct Plan {
     pub groups: Vec<GroupPlan>,
     /// CPUs of the writer and freezer threads.
     pub writer_cpus: Vec<u32>,
+    /// Memory, I/O and egress isolation, machine-wide.
+    pub isolation: crate::isolation::plan::IsolationPlan,
     /// What the operator should know (not errors).
     pub notes: Vec<String>,
 }
@@ -164,9 +168,14 @@ impl Plan {
         let stale_state = check_state_file(&config.state_file)?;
         check_privileges(config)?;
         let hierarchy = hierarchy(config)?;
+        let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();
         for (i, b) in config.batch.iter().enumerate() {
-            groups.push(group_plan(i, b, &hierarchy, &batch_cpus)?);
+            let mut g = group_plan(i, b, &hierarchy, &batch_cpus)?;
+            crate::isolation::plan::resolve_group(
+                i, b, &hierarchy, &mut g, &isolation, &mut notes,
+            )?;
+            groups.push(g);
         }
         if let Some(p) = stale_page {
             notes.push(format!(
@@ -194,6 +203,7 @@ impl Plan {
             hierarchy: Some(hierarchy),
             groups,
             writer_cpus,
+            isolation,
             notes,
         })
     }
@@ -634,6 +644,7 @@ fn group_plan(
         controllers,
         confine: b.confined().then(|| batch_cpus.to_vec()),
         idle,
+        iso: Default::default(),
     })
 }
 

@@ -5,6 +5,8 @@
 
 mod common;
 mod config;
+mod iso_config;
+mod iso_memory;
 mod live;
 mod measure;
 mod page_attack;
