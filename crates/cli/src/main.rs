@@ -1,6 +1,7 @@
 //! `elfen`: the command-line entry point. A thin main: each crate owns its
 //! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`,
-//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`) and this file only dispatches to them and prints
+//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`,
+//! `elfen_isobench::cli`) and this file only dispatches to them and prints
 //! errors.
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,8 @@ enum Cmd {
     Ops(elfen_ops::cli::Command),
     #[command(flatten)]
     Daemon(elfen_daemon::cli::Command),
+    #[command(flatten)]
+    Isobench(elfen_isobench::cli::Command),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Cmd::Bpf(c) => c.run(),
         Cmd::Ops(c) => c.run(),
         Cmd::Daemon(c) => c.run(),
+        Cmd::Isobench(c) => c.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

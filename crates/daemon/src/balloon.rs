@@ -3,7 +3,7 @@
 //! fixed rate — anonymous memory allocated in chunks and every page
 //! written, so it is really used — up to a ceiling, then held until the
 //! process is killed. Each chunk is reported on stdout as
-//! `allocated <MiB> at <CLOCK_MONOTONIC ns>`.
+//! `allocated <MiB> at <CLOCK_MONOTONIC ns>` (unless `--quiet`).
 
 use clap::Args;
 use std::io::Write;
@@ -24,6 +24,9 @@ pub struct BalloonArgs {
     /// Wait this long before growing, ms.
     #[arg(long, default_value_t = 0)]
     pub delay_ms: u64,
+    /// Print nothing.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// Grows, then holds until killed.
@@ -67,12 +70,14 @@ pub fn balloon_helper(a: &BalloonArgs) -> anyhow::Result<()> {
         }
         held.push(p);
         mib += a.chunk_mib;
-        let _ = writeln!(
-            out,
-            "allocated {mib} at {}",
-            elfen_shm::clock::monotonic_ns()
-        );
-        let _ = out.flush();
+        if !a.quiet {
+            let _ = writeln!(
+                out,
+                "allocated {mib} at {}",
+                elfen_shm::clock::monotonic_ns()
+            );
+            let _ = out.flush();
+        }
         let due = t0 + step * held.len() as u32;
         if let Some(d) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(d);

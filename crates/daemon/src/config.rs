@@ -562,7 +562,7 @@ impl Config {
             return Err(ConfigError::new("freeze.timeout_ms", "must be at least 1"));
         }
         self.metrics.addr()?;
-        crate::isolation::config::check_tables(&self.memory, &self.io, &self.egress)?;
+        crate::isolation::config::check_tables(&self.memory, &self.io)?;
         if self.blind.poll_us < 20 {
             return Err(ConfigError::new("blind.poll_us", "must be at least 20"));
         }

@@ -17,7 +17,11 @@
 //!                each group gets B_left · w_i / Σ_left w; a group whose demand
 //!                is below that gets its demand, and the rest is shared again
 //!                by the others — so B goes to the groups that want it,
-//!                in proportion to their weights (weighted max-min fairness).
+//!                in proportion to their weights (weighted max-min fairness);
+//!                what no demand takes (no group backlogged) is shared by
+//!                weight among all, so Σ share = B: a group the device
+//!                serves below its allowance keeps its weighted share
+//!                instead of shrinking towards what it got.
 //!
 //! deficit_i   ← clamp(deficit_i + s_i − u_i, 0, q_i)   if backlogged_i (q_i = B · w_i / Σ w,
 //!                                                       s_i its share of the period that ends)
@@ -100,7 +104,13 @@ pub fn divide(budget: f64, groups: &mut [DwrrGroup], used: &[f64]) -> Vec<f64> {
             }
         })
         .collect();
-    let share = water_fill(budget, groups, &demand);
+    let mut share = water_fill(budget, groups, &demand);
+    let left = budget - share.iter().sum::<f64>();
+    if left > 0.0 {
+        for (i, g) in groups.iter().enumerate() {
+            share[i] += left * f64::from(g.weight) / wsum;
+        }
+    }
     for i in 0..n {
         let g = &mut groups[i];
         g.deficit = match (backlogged[i], g.allowance) {
@@ -189,6 +199,19 @@ mod tests {
         // group 0 used nothing: its floor (5 % of 500); group 1 the rest
         assert!(close(a[0], 25.0), "{a:?}");
         assert!(close(a[1], 975.0), "{a:?}");
+    }
+
+    #[test]
+    fn what_no_one_demands_is_shared_by_weight() {
+        // both used half their allowance (a slow device): the budget is not
+        // shrunk towards what they got, the weighted shares stay
+        let mut g = vec![DwrrGroup::new(300), DwrrGroup::new(100)];
+        let a = divide(1600.0, &mut g, &[0.0, 0.0]);
+        assert!(close(a[0], 1200.0) && close(a[1], 400.0), "{a:?}");
+        for _ in 0..5 {
+            let a = divide(1600.0, &mut g, &[600.0, 200.0]);
+            assert!(close(a[0], 1200.0) && close(a[1], 400.0), "{a:?}");
+        }
     }
 
     #[test]

@@ -141,9 +141,10 @@ pub enum WhenUnsupported {
 #[serde(default, deny_unknown_fields)]
 pub struct EgressSection {
     /// The `skb->priority` given to packets of `egress = "low"` groups
-    /// (default 1, `TC_PRIO_FILLER`: band 2, the last, of `pfifo_fast` and
-    /// of a default `prio` qdisc; 0..=15 are the TC_PRIO values the
-    /// priomap knows).
+    /// (default 1, `TC_PRIO_FILLER`: the last of the three bands of
+    /// `pfifo_fast` and of a default `prio` qdisc; 0..=15 are the TC_PRIO
+    /// values a priomap knows; `htb` and `hfsc` take a class id
+    /// `0xMMMMmmmm` = `MMMM:mmmm` as the class itself).
     pub priority: u32,
     /// Also set this firewall mark (0: leave the mark alone), for `fw`
     /// filters of `htb` / `hfsc` classes.
@@ -215,11 +216,7 @@ fn e(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
 }
 
 /// File-only checks of the tables.
-pub fn check_tables(
-    memory: &MemorySection,
-    io: &IoSection,
-    egress: &EgressSection,
-) -> Result<(), ConfigError> {
+pub fn check_tables(memory: &MemorySection, io: &IoSection) -> Result<(), ConfigError> {
     if memory.poll_ms == 0 {
         return Err(e("memory.poll_ms", "must be at least 1"));
     }
@@ -270,12 +267,6 @@ pub fn check_tables(
         (None, true) => return Err(e("io.device", "a budget needs its device")),
         (Some(d), true) if d.is_empty() => return Err(e("io.device", "must not be empty")),
         _ => {}
-    }
-    if egress.priority > u32::from(u16::MAX) {
-        return Err(e(
-            "egress.priority",
-            format!("{} is not a packet priority", egress.priority),
-        ));
     }
     Ok(())
 }

@@ -153,6 +153,7 @@ fn run(
     let mut last = read(&executor.lock().unwrap_or_else(|p| p.into_inner()));
     let mut last_t = Instant::now();
     let mut used = vec![0.0; groups.len()];
+    let mut applied = vec![[None::<u64>; 4]; groups.len()];
     let mut errors = 0;
     let mut next = Instant::now();
     while !stop.load(Relaxed) {
@@ -170,13 +171,21 @@ fn run(
             let b = budget.limits[d].unwrap_or(0) as f64 * period.as_secs_f64();
             let a = divide(b, &mut state[k], &used);
             for (i, g) in groups.iter().enumerate() {
-                let rate = (a[i] / period.as_secs_f64()).round().max(1.0) as u64;
+                let mut rate = (a[i] / period.as_secs_f64()).round().max(1.0) as u64;
+                // within 5 % of the limit in force: keep it (each write
+                // restarts the kernel's throttling slice)
+                if let Some(old) = applied[i][d] {
+                    if (rate as f64 - old as f64).abs() <= 0.05 * old as f64 {
+                        rate = old;
+                    }
+                }
                 let cap = static_caps(&g.iso, dev)[d];
                 limits[i][d] = Some(cap.map_or(rate, |c| c.min(rate)));
             }
         }
         last = now;
         for (i, g) in groups.iter().enumerate() {
+            applied[i] = limits[i];
             let caps = static_caps(&g.iso, dev);
             let v = |d: usize| limits[i][d].or(caps[d]);
             let knob = Knob::IoMax {

@@ -400,15 +400,23 @@ fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool) -> bool {
     if existing {
         return dir.join(file).exists();
     }
-    // a new group: as its siblings show it (the root lacks some files)
+    // a new group: as its siblings show it (the root lacks the file: on
+    // v1 BFQ's statistics files there say it is built in)
     let Ok(root) = h.controller_root(Controller::Io) else {
         return false;
     };
-    std::fs::read_dir(&root)
+    let entries: Vec<PathBuf> = std::fs::read_dir(&root)
         .into_iter()
         .flatten()
         .flatten()
-        .any(|e| e.path().join(file).exists())
+        .map(|e| e.path())
+        .collect();
+    entries.iter().any(|p| p.join(file).exists())
+        || (!h.is_v2(Controller::Io)
+            && entries.iter().any(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("blkio.bfq."))
+            }))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -447,6 +455,8 @@ fn weight_notes(
     if let Some(bud) = &iso.io_budget {
         devices.push(bud.device.device);
     }
+    devices.sort();
+    devices.dedup();
     for d in devices {
         let Ok(dev) = describe_device(d) else {
             continue;
