@@ -251,6 +251,7 @@ impl Plan {
             }
             s += "\n";
         }
+        s += &crate::isolation::plan::describe(&self.isolation, &self.groups);
         s
     }
 }

@@ -265,7 +265,7 @@ impl Isolation {
     }
 }
 
-fn budget_words(l: [Option<u64>; 4]) -> String {
+pub(crate) fn budget_words(l: [Option<u64>; 4]) -> String {
     let names = ["read", "write", "read", "write"];
     (0..4)
         .filter_map(|d| {

@@ -601,6 +601,52 @@ pub fn describe_device(device: Device) -> Result<BlockDevice, String> {
     })
 }
 
+/// What `--check` says of memory, I/O and egress (after the groups).
+pub fn describe(iso: &IsolationPlan, groups: &[GroupPlan]) -> String {
+    let mut s = format!("memory watermark: {}\n", iso.watch);
+    if let Some(b) = &iso.io_budget {
+        s += &format!(
+            "I/O budget of {}: {} divided by io_weight every {} ms\n",
+            b.device,
+            super::budget_words(b.limits),
+            b.period_ms
+        );
+    }
+    for g in groups {
+        let i = &g.iso;
+        let mut parts = Vec::new();
+        if let Some(h) = i.memory_high {
+            parts.push(format!("memory soft limit {}", human_bytes(h)));
+        }
+        if let Some(m) = i.memory_max {
+            parts.push(format!("memory hard limit {}", human_bytes(m)));
+        }
+        parts.extend(i.io_max.iter().map(|k| k.to_string()));
+        if let Some(w) = i.io_weight {
+            parts.push(format!("I/O weight {w}"));
+        }
+        if i.egress {
+            let (p, m) = iso.egress.unwrap_or((0, 0));
+            parts.push(format!(
+                "egress at priority {p}{}",
+                if m != 0 {
+                    format!(", mark {m}")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        s += &format!(
+            "batch {}: kill priority {}{}{}\n",
+            g.name,
+            i.priority,
+            if parts.is_empty() { "" } else { "; " },
+            parts.join("; ")
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

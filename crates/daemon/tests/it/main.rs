@@ -6,6 +6,7 @@
 mod common;
 mod config;
 mod iso_config;
+mod iso_egress;
 mod iso_io;
 mod iso_memory;
 mod live;
