@@ -1,6 +1,7 @@
 //! `elfen`: the command-line entry point. A thin main: each crate owns its
 //! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`,
-//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`, `elfen_proxy::cli`, `elfen_trace::cli`) and this file only dispatches to them and prints
+//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`, `elfen_proxy::cli`,
+//! `elfen_trace::cli`, `elfen_isobench::cli`) and this file only dispatches to them and prints
 //! errors.
 
 use clap::{Parser, Subcommand};
@@ -35,6 +36,8 @@ enum Cmd {
     Proxy(elfen_proxy::cli::Command),
     #[command(flatten)]
     Trace(elfen_trace::cli::Command),
+    #[command(flatten)]
+    Isobench(elfen_isobench::cli::Command),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Cmd::Daemon(c) => c.run(),
         Cmd::Proxy(c) => c.run(),
         Cmd::Trace(c) => c.run(),
+        Cmd::Isobench(c) => c.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -68,6 +68,8 @@ pub struct GroupPlan {
     /// A yielding group that is a group of the cpu controller: how it
     /// yields as a whole (its threads' SCHED_IDLE alone would not).
     pub cpu_yield: Option<CpuYield>,
+    /// Its memory, I/O and egress isolation.
+    pub iso: crate::isolation::plan::GroupIso,
 }
 
 /// A configuration resolved against this machine.
@@ -101,6 +103,8 @@ pub struct Plan {
     pub groups: Vec<GroupPlan>,
     /// CPUs of the writer and freezer threads.
     pub writer_cpus: Vec<u32>,
+    /// Memory, I/O and egress isolation, machine-wide.
+    pub isolation: crate::isolation::plan::IsolationPlan,
     /// What the operator should know (not errors).
     pub notes: Vec<String>,
 }
@@ -170,9 +174,14 @@ impl Plan {
         notes.extend(reused);
         check_privileges(config)?;
         let hierarchy = hierarchy(config)?;
+        let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();
         for (i, b) in config.batch.iter().enumerate() {
-            groups.push(group_plan(i, b, &hierarchy, &batch_cpus, &mut notes)?);
+            let mut g = group_plan(i, b, &hierarchy, &batch_cpus, &mut notes)?;
+            crate::isolation::plan::resolve_group(
+                i, b, &hierarchy, &mut g, &isolation, &mut notes,
+            )?;
+            groups.push(g);
         }
         if let Some(p) = stale_page {
             notes.push(format!(
@@ -201,6 +210,7 @@ impl Plan {
             hierarchy: Some(hierarchy),
             groups,
             writer_cpus,
+            isolation,
             notes,
         })
     }
@@ -258,6 +268,7 @@ impl Plan {
             }
             s += "\n";
         }
+        s += &crate::isolation::plan::describe(&self.isolation, &self.groups);
         s
     }
 }
@@ -913,6 +924,7 @@ fn group_plan(
         confine: b.confined().then(|| batch_cpus.to_vec()),
         idle,
         cpu_yield,
+        iso: Default::default(),
     })
 }
 

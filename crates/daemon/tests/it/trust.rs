@@ -159,7 +159,7 @@ fn sigterm_stops_the_whole_tree_of_a_batch_command() {
     // (the endpoint of a running guard-mode daemon against the docs'
     // metric tables: every documented metric served, nothing else)
     let metrics = scrape(&metrics_addr(&d));
-    let p = crate::metrics_doc::problems(&metrics);
+    let p = crate::metrics_doc::problems(&metrics, false);
     assert!(
         p.is_empty(),
         "the endpoint against the docs:\n{}\n{metrics}",
