@@ -417,7 +417,8 @@ mod tests {
             );
             let (base, unit) = m.family();
             assert!(!base.ends_with("_total") && !base.ends_with("_seconds"));
-            assert_eq!(unit.is_some(), m.name.contains("_seconds"), "{}", m.name);
+            let with_unit = m.name.contains("_seconds") || m.name.ends_with("_bytes");
+            assert_eq!(unit.is_some(), with_unit, "{}", m.name);
         }
         let snap = Snapshot {
             guards: vec![GuardCounts {
