@@ -1,6 +1,6 @@
 //! `elfen`: the command-line entry point. A thin main: each crate owns its
 //! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`,
-//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`, `elfen_proxy::cli`) and this file only dispatches to them and prints
+//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`, `elfen_proxy::cli`, `elfen_advise::cli`) and this file only dispatches to them and prints
 //! errors.
 
 use clap::{Parser, Subcommand};
@@ -33,6 +33,8 @@ enum Cmd {
     Daemon(elfen_daemon::cli::Command),
     #[command(flatten)]
     Proxy(elfen_proxy::cli::Command),
+    #[command(flatten)]
+    Advise(elfen_advise::cli::Command),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Cmd::Ops(c) => c.run(),
         Cmd::Daemon(c) => c.run(),
         Cmd::Proxy(c) => c.run(),
+        Cmd::Advise(c) => c.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
