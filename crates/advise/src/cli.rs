@@ -35,7 +35,8 @@ LC that is not running, or busy less than --min-busy-pct of a lane, is refused: 
   2. probes, one window each: a compute hog (Matrix) at the LC's priority and at SCHED_IDLE on \
 the partner lane and on the LC's own lane, a memory streamer (Stream) on the partner lane; \
 hardware counters and resctrl monitoring where the machine offers them (said otherwise). A \
-probe that pushes the LC past --max-slowdown x alone is stopped at once.
+probe that pushes the LC past --max-slowdown x alone (two --watch-ms intervals in a row) is \
+stopped at once.
   3. the LC alone again (the reference is the mean of both).
   4. knobs, one window each: the real `elfen daemon` with a generated configuration per knob \
 and the batch kernel as its [[batch]] command: idle (confined), guard, blind, freeze, \
@@ -96,7 +97,8 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "MS", default_value_t = 200)]
     pub watch_ms: u64,
     /// Stop a probe or knob at once when the LC's service time, response
-    /// time or median latency passes this many times its value alone.
+    /// time or median latency passes this many times its value alone in two
+    /// watch intervals in a row.
     #[arg(long, value_name = "X", default_value_t = 3.0)]
     pub max_slowdown: f64,
     /// A knob is within when its contention (and p99 ratio − 1) is at most this.

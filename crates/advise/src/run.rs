@@ -237,6 +237,7 @@ impl Runner<'_> {
         let end_ns = start.at_ns + self.o.window.as_nanos() as u64;
         let mut prev: Counters = start.clone();
         let mut outcome = Outcome::Measured;
+        let mut watch = study::StopWatch::default();
         loop {
             let next = (prev.at_ns + self.o.watch.as_nanos() as u64).min(end_ns);
             let wait = next.saturating_sub(elfen_shm::clock::monotonic_ns());
@@ -253,9 +254,8 @@ impl Runner<'_> {
             self.probe_failed();
             let mut iv = now.since(&prev);
             iv.latency = self.probe.as_ref().map(LatencyProbe::take_watch);
-            if let Some(why) =
-                reference.and_then(|r| study::over_limit(r, &iv, self.o.max_slowdown))
-            {
+            let over = reference.and_then(|r| study::over_limit(r, &iv, self.o.max_slowdown));
+            if let Some(why) = watch.observe(over) {
                 outcome = Outcome::Stopped {
                     after_ms,
                     reason: why,

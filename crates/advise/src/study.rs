@@ -207,6 +207,35 @@ pub fn over_limit(r: &Reference, interval: &Window, max_slowdown: f64) -> Option
     ))
 }
 
+/// Watch intervals in a row past the limit that stop a probe or knob.
+pub const STOP_AFTER_INTERVALS: u32 = 2;
+
+/// The stop rule over time: a probe or knob is stopped when
+/// [`over_limit`] holds for [`STOP_AFTER_INTERVALS`] watch intervals in a
+/// row — within two intervals of the harm, while a burst of other load on
+/// the machine lasting one interval does not stop it.
+#[derive(Debug, Clone, Default)]
+pub struct StopWatch {
+    over: u32,
+}
+
+impl StopWatch {
+    /// One interval's verdict of [`over_limit`]; returns the reason once
+    /// enough intervals in a row were past the limit.
+    pub fn observe(&mut self, over: Option<String>) -> Option<String> {
+        match over {
+            Some(why) => {
+                self.over += 1;
+                (self.over >= STOP_AFTER_INTERVALS).then_some(why)
+            }
+            None => {
+                self.over = 0;
+                None
+            }
+        }
+    }
+}
+
 /// The measure of a probe's row that counts for its resource: the worst
 /// contention, at least `max_slowdown − 1` when it was stopped.
 fn probe_measure(row: &ProbeRow, max_slowdown: f64) -> Option<(f64, bool)> {
@@ -540,6 +569,16 @@ mod tests {
         // a larger limit lets it run
         i.latency = lat(350.0, 900.0, 10);
         assert_eq!(over_limit(&r, &i, 4.0), None);
+    }
+
+    #[test]
+    fn a_probe_stops_after_two_intervals_in_a_row_past_the_limit() {
+        let mut w = StopWatch::default();
+        assert_eq!(w.observe(None), None);
+        assert_eq!(w.observe(Some("a".into())), None, "one interval: not yet");
+        assert_eq!(w.observe(None), None, "a burst of one interval is forgiven");
+        assert_eq!(w.observe(Some("b".into())), None);
+        assert_eq!(w.observe(Some("c".into())), Some("c".into()));
     }
 
     fn probe_row(p: Probe, outcome: Outcome, service: f64) -> ProbeRow {
