@@ -171,7 +171,7 @@ impl LatencyProbe {
         let stream = TcpStream::connect_timeout(&spec.addr, Duration::from_secs(2))
             .with_context(|| format!("latency probe: connecting to {}", spec.addr))?;
         stream.set_nodelay(true).context("TCP_NODELAY")?;
-        let mut rx = stream.try_clone().context("cloning the probe's socket")?;
+        let rx = stream.try_clone().context("cloning the probe's socket")?;
         rx.set_read_timeout(Some(Duration::from_millis(20)))
             .context("socket timeout")?;
         let shared = Arc::new(Shared {
@@ -196,41 +196,11 @@ impl LatencyProbe {
             ProbeProtocol::Wire(_) => 1,
         };
         let (s1, p1, place1) = (Arc::clone(&shared), spec.protocol.clone(), place.clone());
-        let mut tx = stream;
         let sender = std::thread::Builder::new()
             .name("elfen-probe-tx".into())
             .spawn(move || {
                 let _pin = place1();
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(0x00AD_015E);
-                let exp = Exp::new(rps / 1e9).expect("rps > 0");
-                let clock = MonoClock;
-                let mut t = mono_ns() as f64;
-                let mut out = Vec::with_capacity(256);
-                let mut id = 0u64;
-                while !s1.quit.load(Ordering::Relaxed) {
-                    t += exp.sample(&mut rng);
-                    let due = t as u64;
-                    // sleep in pieces so a stop is seen
-                    while clock.now_ns() < due && !s1.quit.load(Ordering::Relaxed) {
-                        clock.sleep_until_ns(due.min(clock.now_ns() + 50_000_000));
-                    }
-                    if s1.pending.lock().map(|p| p.len()).unwrap_or(0) >= MAX_PENDING {
-                        continue;
-                    }
-                    out.clear();
-                    encode(&p1, id, rng.random_range(0..keys), &mut out);
-                    s1.pending.lock().expect("pending").push_back(Pending {
-                        id,
-                        intended_ns: due,
-                        in_window: false,
-                    });
-                    if let Err(e) = tx.write_all(&out) {
-                        *s1.failed.lock().expect("failed") =
-                            Some(format!("latency probe: sending: {e}"));
-                        return;
-                    }
-                    id += 1;
-                }
+                send(&s1, &p1, rps, keys, stream);
             })
             .context("starting the probe's sender")?;
         let (s2, p2) = (Arc::clone(&shared), spec.protocol.clone());
@@ -238,55 +208,7 @@ impl LatencyProbe {
             .name("elfen-probe-rx".into())
             .spawn(move || {
                 let _pin = place();
-                let mut buf = vec![0u8; 64 << 10];
-                let (mut have, mut at) = (0usize, 0usize);
-                while !s2.quit.load(Ordering::Relaxed) {
-                    if at > 0 {
-                        buf.copy_within(at..have, 0);
-                        have -= at;
-                        at = 0;
-                    }
-                    if have == buf.len() {
-                        let n = buf.len();
-                        buf.resize(n * 2, 0);
-                    }
-                    match rx.read(&mut buf[have..]) {
-                        Ok(0) => {
-                            *s2.failed.lock().expect("failed") =
-                                Some("latency probe: the LC closed the connection".into());
-                            return;
-                        }
-                        Ok(n) => have += n,
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                            ) =>
-                        {
-                            continue;
-                        }
-                        Err(e) => {
-                            *s2.failed.lock().expect("failed") =
-                                Some(format!("latency probe: receiving: {e}"));
-                            return;
-                        }
-                    }
-                    let now = mono_ns();
-                    loop {
-                        match decode(&p2, &buf[at..have]) {
-                            Ok(Some((n, error, id))) => {
-                                at += n;
-                                s2.answered(id, error, now);
-                            }
-                            Ok(None) => break,
-                            Err(e) => {
-                                *s2.failed.lock().expect("failed") =
-                                    Some(format!("latency probe: not the LC's protocol: {e}"));
-                                return;
-                            }
-                        }
-                    }
-                }
+                receive(&s2, &p2, rx);
             })
             .context("starting the probe's receiver")?;
         Ok(LatencyProbe {
@@ -362,7 +284,87 @@ impl Drop for LatencyProbe {
     }
 }
 
+/// The sender: Poisson send times at `rps`, each request sent at its
+/// intended time (at once if late), until quit or a send fails.
+fn send(s: &Shared, p: &ProbeProtocol, rps: f64, keys: u64, mut tx: TcpStream) {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x00AD_015E);
+    let exp = Exp::new(rps / 1e9).expect("rps > 0");
+    let clock = MonoClock;
+    let mut t = mono_ns() as f64;
+    let mut out = Vec::with_capacity(256);
+    let mut id = 0u64;
+    while !s.quit.load(Ordering::Relaxed) {
+        t += exp.sample(&mut rng);
+        let due = t as u64;
+        // sleep in pieces so a stop is seen
+        while clock.now_ns() < due && !s.quit.load(Ordering::Relaxed) {
+            clock.sleep_until_ns(due.min(clock.now_ns() + 50_000_000));
+        }
+        if s.pending.lock().map(|p| p.len()).unwrap_or(0) >= MAX_PENDING {
+            continue;
+        }
+        out.clear();
+        encode(p, id, rng.random_range(0..keys), &mut out);
+        s.pending.lock().expect("pending").push_back(Pending {
+            id,
+            intended_ns: due,
+            in_window: false,
+        });
+        if let Err(e) = tx.write_all(&out) {
+            s.fail(format!("latency probe: sending: {e}"));
+            return;
+        }
+        id += 1;
+    }
+}
+
+/// The receiver: reads responses until quit or the connection fails;
+/// responses that arrive in one read share its arrival time.
+fn receive(s: &Shared, p: &ProbeProtocol, mut rx: TcpStream) {
+    let mut buf = vec![0u8; 64 << 10];
+    let (mut have, mut at) = (0usize, 0usize);
+    while !s.quit.load(Ordering::Relaxed) {
+        if at > 0 {
+            buf.copy_within(at..have, 0);
+            have -= at;
+            at = 0;
+        }
+        if have == buf.len() {
+            let n = buf.len();
+            buf.resize(n * 2, 0);
+        }
+        match rx.read(&mut buf[have..]) {
+            Ok(0) => return s.fail("latency probe: the LC closed the connection".into()),
+            Ok(n) => have += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return s.fail(format!("latency probe: receiving: {e}")),
+        }
+        let now = mono_ns();
+        loop {
+            match decode(p, &buf[at..have]) {
+                Ok(Some((n, error, id))) => {
+                    at += n;
+                    s.answered(id, error, now);
+                }
+                Ok(None) => break,
+                Err(e) => return s.fail(format!("latency probe: not the LC's protocol: {e}")),
+            }
+        }
+    }
+}
+
 impl Shared {
+    /// Records why the probe stopped working.
+    fn fail(&self, why: String) {
+        *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+    }
     /// A response arrived at `now`: the oldest pending request (text
     /// protocols answer in order), or the one with its id (wire).
     fn answered(&self, id: Option<u64>, error: bool, now: u64) {
