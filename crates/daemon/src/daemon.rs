@@ -17,6 +17,7 @@ use crate::error::DaemonError;
 use crate::freeze::FreezeReport;
 use crate::guard::GuardReport;
 use crate::health::{FailureLog, GroupReporter, Health};
+use crate::isolation::Isolation;
 use crate::lc::{DiscoveryOptions, Notice};
 use crate::metrics::{DaemonCpu, DaemonMetrics, KnobCount, ModeState};
 use crate::plan::Plan;
@@ -48,6 +49,7 @@ pub struct Daemon {
     withdrawn: Vec<Withdrawn>,
     /// The upkeep thread (the one that ticks).
     upkeep_tid: u32,
+    isolation: Option<Isolation>,
     notices: Receiver<Notice>,
     next_rescan: Instant,
     metrics: Option<DaemonMetrics>,
@@ -82,6 +84,8 @@ pub struct ShutdownReport {
     /// The writer's hold of its batch lane (guard mode): (occupied, held,
     /// spins, busy periods caught while spinning).
     pub writer_hold: Option<(u64, u64, u64, u64)>,
+    /// Memory, I/O and egress isolation.
+    pub isolation: Vec<String>,
     /// Commands stopped, classes restored.
     pub groups: Vec<String>,
     /// The executor's restore.
@@ -204,6 +208,9 @@ impl std::fmt::Display for ShutdownReport {
                 }
             )?;
         }
+        for l in &self.isolation {
+            writeln!(f, "{l}")?;
+        }
         if self.restored.is_empty() {
             writeln!(f, "cgroups: nothing to restore")
         } else {
@@ -302,6 +309,7 @@ impl Daemon {
             drivers: Vec::new(),
             withdrawn: Vec::new(),
             upkeep_tid: elfen_cmd::proc::gettid(),
+            isolation: None,
             notices: rx,
             metrics,
             lc_restarts: 0,
@@ -334,6 +342,9 @@ impl Daemon {
             let ex = self.executor.as_ref().expect("a hierarchy for groups");
             let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
             self.groups.push(BatchGroup::setup(&mut ex, g, &env)?);
+        }
+        if let Some(ex) = &self.executor {
+            self.isolation = Some(Isolation::start(&plan, ex, &self.groups)?);
         }
         // Every bell a group's modes may need, wired into the writer now
         // and armed by the protection that sleeps on it.
@@ -586,6 +597,11 @@ impl Daemon {
         &self.groups
     }
 
+    /// What memory, I/O and egress isolation set up at start.
+    pub fn isolation_started(&self) -> &[String] {
+        self.isolation.as_ref().map_or(&[], |i| &i.started)
+    }
+
     /// Notices of the writer since the last call.
     pub fn notices(&self) -> Vec<Notice> {
         self.notices.try_iter().collect()
@@ -627,6 +643,9 @@ impl Daemon {
                 }
             }
         }
+        if let Some(iso) = &self.isolation {
+            out.extend(iso.messages());
+        }
         let now = Instant::now();
         if now >= self.next_rescan {
             self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
@@ -656,6 +675,9 @@ impl Daemon {
                     }
                     out.extend(g.poll_exit(&ex));
                 }
+            }
+            if let (Some(iso), Some(ex)) = (&mut self.isolation, &self.executor) {
+                out.extend(iso.tick(&mut ex.lock().unwrap_or_else(|p| p.into_inner())));
             }
         }
         self.fall_back();
@@ -690,6 +712,12 @@ impl Daemon {
                 Some(Err(e)) => e,
                 _ => DaemonError::thread("lc writer", "stopped"),
             });
+        }
+        if self.isolation.as_ref().is_some_and(|i| !i.is_running()) {
+            return Some(DaemonError::thread(
+                "memory or I/O isolation",
+                "its thread ended",
+            ));
         }
         if let Some(d) = self.drivers.iter().find(|d| !d.is_running()) {
             return Some(DaemonError::thread(
@@ -899,7 +927,13 @@ impl Daemon {
             let b = w.profile().busy.snapshot();
             (b.count, b)
         });
+        let isolation = self
+            .isolation
+            .as_ref()
+            .map(Isolation::counts)
+            .unwrap_or_default();
         m.update(|s| {
+            s.isolation = isolation;
             s.cpuset_changes = cpuset_changes;
             s.guards = guards;
             s.writer_events = events;
@@ -942,6 +976,11 @@ impl Daemon {
         let _ = self.page.set_control(elfen_shm::KillMode::Unmanaged);
         let mut r = ShutdownReport {
             modes: self.modes(),
+            isolation: self
+                .isolation
+                .take()
+                .map(Isolation::stop)
+                .unwrap_or_default(),
             ..ShutdownReport::default()
         };
         // The writer first: its LC lines end their open requests, so a
@@ -1027,6 +1066,9 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
     }
     if let Some(w) = d.writer() {
         log(format!("LC signal writer: {}", w.source()));
+    }
+    for l in d.isolation_started() {
+        log(l);
     }
     for m in d.modes() {
         log(format!(

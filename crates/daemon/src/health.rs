@@ -388,6 +388,7 @@ mod tests {
             cpu_yield: None,
             rungs: vec![mode],
             guard_cpus: None,
+            iso: Default::default(),
         }
     }
 

@@ -72,6 +72,8 @@ pub struct GroupPlan {
     pub rungs: Vec<Mode>,
     /// The cpuset guard mode confines it to, when it may guard.
     pub guard_cpus: Option<Vec<u32>>,
+    /// Its memory, I/O and egress isolation.
+    pub iso: crate::isolation::plan::GroupIso,
 }
 
 /// A configuration resolved against this machine.
@@ -105,6 +107,8 @@ pub struct Plan {
     pub groups: Vec<GroupPlan>,
     /// CPUs of the writer and freezer threads.
     pub writer_cpus: Vec<u32>,
+    /// Memory, I/O and egress isolation, machine-wide.
+    pub isolation: crate::isolation::plan::IsolationPlan,
     /// What the operator should know (not errors).
     pub notes: Vec<String>,
 }
@@ -174,16 +178,14 @@ impl Plan {
         notes.extend(reused);
         check_privileges(config)?;
         let hierarchy = hierarchy(config)?;
+        let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();
         for (i, b) in config.batch.iter().enumerate() {
-            groups.push(group_plan(
-                config,
-                i,
-                b,
-                &hierarchy,
-                &batch_cpus,
-                &mut notes,
-            )?);
+            let mut g = group_plan(config, i, b, &hierarchy, &batch_cpus, &mut notes)?;
+            crate::isolation::plan::resolve_group(
+                i, b, &hierarchy, &mut g, &isolation, &mut notes,
+            )?;
+            groups.push(g);
         }
         if let Some(p) = stale_page {
             notes.push(format!(
@@ -212,6 +214,7 @@ impl Plan {
             hierarchy: Some(hierarchy),
             groups,
             writer_cpus,
+            isolation,
             notes,
         })
     }
@@ -281,6 +284,7 @@ impl Plan {
             }
             s += "\n";
         }
+        s += &crate::isolation::plan::describe(&self.isolation, &self.groups);
         s
     }
 }
@@ -972,21 +976,38 @@ fn group_plan(
         cpu_yield,
         guard_cpus: may_guard.then(|| batch_cpus.to_vec()),
         rungs,
+        iso: Default::default(),
     })
 }
 
-/// Whether a group below `root` has `file` (the root group lacks some
-/// files its children have); true when `root` has no child to look at.
+/// Whether a group below `root` has `file` of the cpu controller (the root
+/// group lacks some files its children have). Children with the controller
+/// on (`cpu.weight` on v2, `cpu.shares` on v1) tell. Where none has it on —
+/// no child, or a v2 root that has not turned the controller on for its
+/// children (a systemd host whose units set no CPU property): the daemon
+/// turns it on when it creates its group — the kernel's version does:
+/// `cpu.idle` came with Linux 5.15.
 fn child_offers(root: &Path, file: &str) -> bool {
     let Ok(rd) = std::fs::read_dir(root) else {
         return false;
     };
-    let dirs: Vec<PathBuf> = rd
+    let on: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && (p.join("cpu.weight").exists() || p.join("cpu.shares").exists()))
         .collect();
-    dirs.is_empty() || dirs.iter().any(|d| d.join(file).exists())
+    if on.is_empty() {
+        return kernel_at_least(5, 15);
+    }
+    on.iter().any(|d| d.join(file).exists())
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
+    let num = |s: Option<&str>| s.and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+    (num(it.next()), num(it.next())) >= (major, minor)
 }
 
 /// The program a command names: a path that exists, or a name in `$PATH`.
