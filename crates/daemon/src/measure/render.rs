@@ -78,6 +78,16 @@ pub fn render(r: &MeasureReport) -> String {
             );
         }
     }
+    if let Some(h) = &sum.half {
+        let window_ns = r.params.window_ms as f64 * 1e6;
+        let share = |ns: f64| ns * 100.0 / window_ns;
+        s += &format!(
+            "at half load, besides that own work: the lane occupied while the LC was busy {:.2} % \
+             (the protection), held through its idle gaps {:.2} % (lane time batch did not get)\n",
+            share(h.occupied_ns.median),
+            share(h.held_ns.map_or(0.0, |x| x.median))
+        );
+    }
     if let Some(c) = sum.wake_charge_ns {
         s += &format!(
             "the machine's charge per wake-up of a thread on the batch lane from the request \

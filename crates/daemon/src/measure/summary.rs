@@ -22,6 +22,10 @@ pub struct PhaseSummary {
     pub writer_cpu_ns: Stat,
     /// Guards' occupation of the batch lane, ns.
     pub occupied_ns: Stat,
+    /// Guards' and the writer's hold of the batch lane through the LC's
+    /// idle gaps, ns.
+    #[serde(default)]
+    pub held_ns: Option<Stat>,
     /// LC switch-in → the writer on the batch lane, p50 (ns).
     pub off_lane_p50_ns: Option<Stat>,
     /// The same, p99 (ns).
@@ -126,6 +130,7 @@ fn phase(ps: Vec<(&Phase, Option<WakeCharge>)>) -> Option<PhaseSummary> {
         lc_periods: stat(|p| p.lc_periods as f64)?,
         writer_cpu_ns: stat(|p| p.writer_cpu_ns as f64)?,
         occupied_ns: stat(|p| p.occupied_ns as f64)?,
+        held_ns: stat(|p| p.held_ns as f64),
         off_lane_p50_ns: lat(|p| (&p.off_lane, p.off_lane.p50_ns)),
         off_lane_p99_ns: lat(|p| (&p.off_lane, p.off_lane.p99_ns)),
         step_aside_p50_ns: lat(|p| (&p.step_aside, p.step_aside.p50_ns)),
