@@ -44,7 +44,8 @@ impl Protocol {
 #[serde(rename_all = "lowercase")]
 pub enum HedgeMode {
     /// Tailor's local-node redundancy: when the active replica's signal
-    /// line (or its thread's state) says it is paused, every request in
+    /// line (or its thread's state, or the BPF watch of its JVM) says it
+    /// is paused, every request in
     /// flight there is re-sent to the backup and the roles swap.
     #[default]
     Signal,
@@ -91,6 +92,13 @@ pub struct PauseConfig {
     pub factor: f64,
     /// ... but never before this many ms: the smallest bound.
     pub floor_ms: f64,
+    /// A replica that is a JVM whose world has been stopped this many ms —
+    /// its `VM Thread` or GC threads on a CPU (a collection, a safepoint),
+    /// seen by the profiler's BPF watch on `sched_switch` — is paused,
+    /// busy or idle; 0 turns this signal off. Needs root (or CAP_BPF +
+    /// CAP_PERFMON) and kernel BTF: where BPF cannot be used the signal is
+    /// off for that replica and the proxy says why.
+    pub jvm_pause_ms: f64,
     /// A running request whose LC thread has not been on a CPU for this
     /// many ms is paused (its thread stopped, waiting at a safepoint,
     /// preempted); 0 turns this signal off.
@@ -107,6 +115,7 @@ impl Default for PauseConfig {
         PauseConfig {
             factor: 4.0,
             floor_ms: 5.0,
+            jvm_pause_ms: 1.0,
             offcpu_ms: 1.0,
             poll_us: 200,
             min_samples: 50,
@@ -296,6 +305,12 @@ impl ProxyConfig {
         }
         if !(p.floor_ms > 0.0 && p.floor_ms.is_finite()) {
             return bad(format!("pause.floor_ms = {}: must be > 0", p.floor_ms));
+        }
+        if !(p.jvm_pause_ms >= 0.0 && p.jvm_pause_ms.is_finite()) {
+            return bad(format!(
+                "pause.jvm_pause_ms = {}: must be >= 0",
+                p.jvm_pause_ms
+            ));
         }
         if !(p.offcpu_ms >= 0.0 && p.offcpu_ms.is_finite()) {
             return bad(format!("pause.offcpu_ms = {}: must be >= 0", p.offcpu_ms));
