@@ -53,6 +53,20 @@ pub fn is_jvm(pid: u32) -> bool {
     })
 }
 
+/// CPU time of process `pid`'s JIT compiler threads so far, ns: while it
+/// grows the JVM is still compiling (cold).
+pub fn jit_cpu_ns(pid: u32) -> u64 {
+    elfen_cmd::proc::thread_ids(pid)
+        .into_iter()
+        .filter(|&t| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm"))
+                .is_ok_and(|c| jvm_role(c.trim()) == Some(JvmRole::Compiler))
+        })
+        .filter_map(|t| elfen_cmd::proc::thread_schedstat(pid, t))
+        .map(|s| s.on_cpu_ns)
+        .sum()
+}
+
 /// One pause: `[start_ns, end_ns)`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Pause {
