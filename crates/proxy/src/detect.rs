@@ -13,6 +13,9 @@
 //!    threads on a CPU, a collection or another safepoint under way. Every
 //!    Java thread waits, whether a request runs or not, so it holds on an
 //!    idle replica too (requests arriving meanwhile go to the other).
+//!    Any of the signals below that holds while the watch sees the world
+//!    stopped (a pause shorter than its bound so far) is named a JVM pause
+//!    too: that is what the line's evidence comes from.
 //! 3. **off CPU** — its LC line says a request runs, and the LC thread has
 //!    not been on a CPU for `pause.offcpu_ms`: a stop-the-world collection,
 //!    a safepoint, a preemption, a blocking fault. A request's work is done
@@ -140,7 +143,7 @@ pub fn assess(v: &View, b: &Bounds) -> Option<Signal> {
         return Some(Signal::JvmPause);
     }
     let waited = v.oldest_ns.is_some_and(|o| o >= b.stall_ns);
-    match v.line {
+    let seen = match v.line {
         Some(l) if l.busy => {
             if b.offcpu_ns > 0 && l.offcpu_for_ns.is_some_and(|o| o >= b.offcpu_ns) {
                 Some(Signal::OffCpu)
@@ -152,7 +155,13 @@ pub fn assess(v: &View, b: &Bounds) -> Option<Signal> {
         }
         Some(l) => (waited && l.unchanged_for_ns >= b.stall_ns).then_some(Signal::NoProgress),
         None => waited.then_some(Signal::Timeout),
+    };
+    // the line's evidence while the watch sees the JVM's world stopped
+    // (a pause still shorter than its own bound): the JVM's pause
+    if seen.is_some() && b.jvm_pause_ns > 0 && v.jvm_paused_for_ns.is_some() {
+        return Some(Signal::JvmPause);
     }
+    seen
 }
 
 /// The last `cap` values and a quantile of them: exact while the window
@@ -381,6 +390,21 @@ mod tests {
             ..View::default()
         };
         assert_eq!(assess(&jvm(none, Some(2 * MS)), &b), Some(Signal::JvmPause));
+        // the line's own evidence while the world is stopped, below the
+        // JVM bound: the pause is the JVM's
+        assert_eq!(
+            assess(&jvm(busy(2 * MS, Some(MS), 40 * MS), Some(MS / 4)), &b),
+            Some(Signal::JvmPause)
+        );
+        assert_eq!(
+            assess(&jvm(busy(41 * MS, Some(0), 40 * MS), Some(MS / 4)), &b),
+            Some(Signal::JvmPause)
+        );
+        // ... but a world stopped briefly is no evidence by itself
+        assert_eq!(
+            assess(&jvm(busy(2 * MS, Some(0), 40 * MS), Some(MS / 4)), &b),
+            None
+        );
         // the signal off: the same evidence is not a pause (the off-CPU
         // signal still names a stalled request)
         let off = Bounds {
