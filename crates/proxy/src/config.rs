@@ -39,6 +39,22 @@ impl Protocol {
     }
 }
 
+/// Where a replica's threads other than its LC thread run (its JVM's
+/// dispatchers, collector and compiler threads; `{side_cpus}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// Every CPU but its request lane's — the harness's convention; with
+    /// two CPUs, on the other replica's request lane.
+    #[default]
+    Others,
+    /// Its request lane's CPU only: each replica confined to its own CPU,
+    /// as the thesis bound the active and the backup server to different
+    /// sets of SMT threads, so one replica's collections and compilations
+    /// never run on the other's lane.
+    Own,
+}
+
 /// When a request is sent to the other replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -204,6 +220,8 @@ pub struct ReplicasConfig {
     /// The request-lane CPU of each started replica (default: the first
     /// two CPUs this process may use).
     pub cpus: Vec<u32>,
+    /// Where each started replica's other threads run (`{side_cpus}`).
+    pub side: Side,
     /// Addresses of two replicas already running (instead of `command`).
     pub addrs: Vec<String>,
     /// The signal page the replicas publish on: where to create it for
@@ -225,6 +243,7 @@ impl Default for ReplicasConfig {
             command: None,
             env: BTreeMap::new(),
             cpus: Vec::new(),
+            side: Side::Others,
             addrs: Vec::new(),
             page: None,
             lanes: Vec::new(),

@@ -4,7 +4,7 @@
 //! started in that order, so a bad setting or a replica that cannot start
 //! fails before any client is accepted, with nothing left running.
 
-use crate::config::{HedgeMode, Protocol, ProxyConfig};
+use crate::config::{HedgeMode, Protocol, ProxyConfig, Side};
 use crate::engine::{Engine, EngineConfig, Health};
 use crate::error::{ProxyError, Result};
 use crate::jvm::JvmWatches;
@@ -125,7 +125,10 @@ impl Proxy {
                 for r in 0..2 {
                     let port = free_port()?;
                     let a: SocketAddr = ([127, 0, 0, 1], port).into();
-                    let side: Vec<u32> = all.iter().copied().filter(|&c| c != cpus[r]).collect();
+                    let side: Vec<u32> = match cfg.replicas.side {
+                        Side::Others => all.iter().copied().filter(|&c| c != cpus[r]).collect(),
+                        Side::Own => Vec::new(),
+                    };
                     let launch = Launch {
                         command: template.clone(),
                         vars: vec![
