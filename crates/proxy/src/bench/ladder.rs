@@ -64,6 +64,22 @@ pub struct HazardRank {
 /// long collections — can fill the top of the tail alone).
 pub const DEEPER_PCT: [f64; 4] = [95.0, 90.0, 75.0, 50.0];
 
+/// The most requests a deeper study takes on: each slow request's causes
+/// are followed back through the requests it queued behind, so a study of
+/// half of a saturated service's requests takes minutes and says no more.
+pub const DEEPER_MAX_STUDIED: u64 = 300;
+
+/// The percentiles a step's trace is studied at, in order: the configured
+/// one, then the deeper ones while they study at most
+/// [`DEEPER_MAX_STUDIED`] of `requests`.
+pub fn study_pcts(above_pct: f64, requests: u64) -> Vec<f64> {
+    let mut v = vec![above_pct];
+    v.extend(DEEPER_PCT.iter().copied().filter(|&p| {
+        p < above_pct && (requests as f64 * (1.0 - p / 100.0)).ceil() as u64 <= DEEPER_MAX_STUDIED
+    }));
+    v
+}
+
 /// What a step's trace measured (the full report is saved beside).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -445,8 +461,7 @@ fn trace_step(
         "interrupted while tracing ladder step {k}"
     );
     let path = PathBuf::from(format!("{}-step{k}-trace.json", c.out_prefix.display()));
-    let mut pcts = vec![l.trace.above_pct];
-    pcts.extend(DEEPER_PCT.iter().filter(|&&p| p < l.trace.above_pct));
+    let pcts = study_pcts(l.trace.above_pct, load.spans.len() as u64);
     let mut first = None;
     let mut ranked = None;
     for (i, &pct) in pcts.iter().enumerate() {
@@ -643,6 +658,14 @@ mod tests {
             hazard_top,
             total_ns: total_ms * 1_000_000,
         }
+    }
+
+    #[test]
+    fn deeper_studies_stay_bounded() {
+        assert_eq!(study_pcts(99.0, 2400), [99.0, 95.0, 90.0]);
+        assert_eq!(study_pcts(99.0, 500), [99.0, 95.0, 90.0, 75.0, 50.0]);
+        assert_eq!(study_pcts(90.0, 500), [90.0, 75.0, 50.0]);
+        assert_eq!(study_pcts(99.0, 100_000), [99.0]);
     }
 
     #[test]
