@@ -96,7 +96,7 @@ pub fn markdown(r: &BenchRecord) -> String {
                     let why = st
                         .ranking
                         .iter()
-                        .find(|x| &x.hazard == f)
+                        .find(|x| &x.hazard == f && (x.hazard_top > 0 || x.attributed > 0))
                         .map(|x| {
                             format!(
                                 ": the top hazard of {} slow requests, named in {}",
@@ -325,5 +325,16 @@ mod tests {
         // the record reads back as written
         let json = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<BenchRecord>(&json).unwrap(), r);
+        // a hazard the profiler did not name is not given its zero counts
+        let mut r = r;
+        let st = &mut r.ladder.as_mut().unwrap().steps[0];
+        st.chosen_by = Some("profiler: none named".into());
+        st.ranking[0].hazard_top = 0;
+        st.ranking[0].attributed = 0;
+        let m = markdown(&r);
+        assert!(
+            m.contains("| untouched-heap (profiler: none named) |"),
+            "{m}"
+        );
     }
 }
