@@ -19,6 +19,9 @@
 //! - [`Source`]: either of them behind one set of methods, with
 //!   [`Source::describe`] for run-time reports.
 //! - [`probe()`]: whether BPF loads here and, if not, why.
+//! - [`egress`]: a second, unrelated program — a cgroup-skb egress hook
+//!   that sends a batch group's packets at low priority
+//!   (`src/bpf/egress.bpf.c`), for the daemon's egress isolation.
 //! - [`cli`]: `elfen bpf probe` and `elfen bpf visibility` (figures).
 //!
 //! The contract between the BPF C and Rust is one header,
@@ -27,6 +30,7 @@
 
 pub mod cli;
 pub mod contract;
+pub mod egress;
 mod error;
 mod poll;
 mod probe;

@@ -15,13 +15,16 @@
 //!   ([`Executor::create_owned_group`]), kills every process left in it
 //!   ([`Executor::kill_tasks`]: `cgroup.kill`, or freeze + SIGKILL + thaw);
 //! - sets typed [`Knob`]s — cpuset, CFS bandwidth, `cpu.idle`, weight,
-//!   freezer, memory limit, I/O bandwidth — skipping values already in
+//!   freezer, memory limits (hard and soft), I/O limits (bandwidth, IOPS)
+//!   and weight — skipping values already in
 //!   place, ordering hierarchical cpuset writes, refusing bad input before
 //!   the first write;
 //! - records in a **state file** (atomically, before each change) the
 //!   groups it created and the original value of every knob it changes on
 //!   groups it did not, so [`Executor::restore_all`] (clean shutdown) and
-//!   [`Executor::recover`] (next start after a kill -9) put everything back.
+//!   [`Executor::recover`] (next start after a kill -9) put everything back;
+//! - reads what a group uses: memory ([`Executor::memory_current`]) and
+//!   I/O per device ([`Executor::io_stat`]).
 //!
 //! ```no_run
 //! use elfen_cgroup::{Controller, Executor, Hierarchy, Knob};
@@ -56,13 +59,14 @@ mod layout;
 pub mod measure;
 mod restore;
 mod state;
+mod usage;
 
 pub use apply::{ApplyReport, FileWrite};
 pub use error::{CgroupError, Result};
 pub use executor::Executor;
 pub use freezer::{FreezeOutcome, FreezerState};
 pub use group::{Group, GroupPath};
-pub use kill::{KILL_TIMEOUT, KillReport, Survivor};
+pub use kill::{KILL_TIMEOUT, KillReport, KillTarget, Survivor};
 pub use knob::{Device, Knob, KnobKind, shares_to_weight, weight_to_shares};
 pub use layout::{
     Controller, CreateHook, DEFAULT_ROOT, FreezerBackend, Hierarchy, Layout, default_root,
@@ -70,3 +74,4 @@ pub use layout::{
 };
 pub use restore::{RestoreAction, RestoreReport};
 pub use state::{CreatedEntry, EnabledEntry, OriginalEntry, STATE_VERSION, StateRecord};
+pub use usage::IoStat;

@@ -366,6 +366,7 @@ mod tests {
             confine: None,
             idle: None,
             cpu_yield: None,
+            iso: Default::default(),
         }
     }
 

@@ -68,6 +68,8 @@ pub struct GroupPlan {
     /// A yielding group that is a group of the cpu controller: how it
     /// yields as a whole (its threads' SCHED_IDLE alone would not).
     pub cpu_yield: Option<CpuYield>,
+    /// Its memory, I/O and egress isolation.
+    pub iso: crate::isolation::plan::GroupIso,
 }
 
 /// A configuration resolved against this machine.
@@ -101,6 +103,8 @@ pub struct Plan {
     pub groups: Vec<GroupPlan>,
     /// CPUs of the writer and freezer threads.
     pub writer_cpus: Vec<u32>,
+    /// Memory, I/O and egress isolation, machine-wide.
+    pub isolation: crate::isolation::plan::IsolationPlan,
     /// What the operator should know (not errors).
     pub notes: Vec<String>,
 }
@@ -170,9 +174,14 @@ impl Plan {
         notes.extend(reused);
         check_privileges(config)?;
         let hierarchy = hierarchy(config)?;
+        let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();
         for (i, b) in config.batch.iter().enumerate() {
-            groups.push(group_plan(i, b, &hierarchy, &batch_cpus, &mut notes)?);
+            let mut g = group_plan(i, b, &hierarchy, &batch_cpus, &mut notes)?;
+            crate::isolation::plan::resolve_group(
+                i, b, &hierarchy, &mut g, &isolation, &mut notes,
+            )?;
+            groups.push(g);
         }
         if let Some(p) = stale_page {
             notes.push(format!(
@@ -201,6 +210,7 @@ impl Plan {
             hierarchy: Some(hierarchy),
             groups,
             writer_cpus,
+            isolation,
             notes,
         })
     }
@@ -258,6 +268,7 @@ impl Plan {
             }
             s += "\n";
         }
+        s += &crate::isolation::plan::describe(&self.isolation, &self.groups);
         s
     }
 }
@@ -913,21 +924,38 @@ fn group_plan(
         confine: b.confined().then(|| batch_cpus.to_vec()),
         idle,
         cpu_yield,
+        iso: Default::default(),
     })
 }
 
-/// Whether a group below `root` has `file` (the root group lacks some
-/// files its children have); true when `root` has no child to look at.
+/// Whether a group below `root` has `file` of the cpu controller (the root
+/// group lacks some files its children have). Children with the controller
+/// on (`cpu.weight` on v2, `cpu.shares` on v1) tell. Where none has it on —
+/// no child, or a v2 root that has not turned the controller on for its
+/// children (a systemd host whose units set no CPU property): the daemon
+/// turns it on when it creates its group — the kernel's version does:
+/// `cpu.idle` came with Linux 5.15.
 fn child_offers(root: &Path, file: &str) -> bool {
     let Ok(rd) = std::fs::read_dir(root) else {
         return false;
     };
-    let dirs: Vec<PathBuf> = rd
+    let on: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && (p.join("cpu.weight").exists() || p.join("cpu.shares").exists()))
         .collect();
-    dirs.is_empty() || dirs.iter().any(|d| d.join(file).exists())
+    if on.is_empty() {
+        return kernel_at_least(5, 15);
+    }
+    on.iter().any(|d| d.join(file).exists())
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
+    let num = |s: Option<&str>| s.and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+    (num(it.next()), num(it.next())) >= (major, minor)
 }
 
 /// The program a command names: a path that exists, or a name in `$PATH`.

@@ -4,6 +4,7 @@
 
 mod common;
 mod hybrid;
+mod limits;
 mod owned;
 mod real;
 mod recovery;

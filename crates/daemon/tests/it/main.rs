@@ -7,6 +7,10 @@
 mod common;
 mod config;
 mod idle;
+mod iso_config;
+mod iso_egress;
+mod iso_io;
+mod iso_memory;
 mod live;
 mod measure;
 mod metrics_doc;
