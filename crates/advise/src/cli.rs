@@ -39,7 +39,7 @@ probe that pushes the LC past --max-slowdown x alone (two --watch-ms intervals i
 stopped at once.
   3. the LC alone again (the reference is the mean of both).
   4. knobs, one window each: the real `elfen daemon` with a generated configuration per knob \
-and the batch kernel as its [[batch]] command: idle (confined), guard, blind, freeze, \
+and the batch kernel as its [[batch]] command: idle (confined), guard, blind, freeze, auto, \
 cooperative with borrow_idle / fixed_budget / refresh_budget / dynamic_refresh (an \
 instrumented kernel that checks), resctrl CAT/MBA where present. Per knob: contention, p99 \
 ratio, batch progress (work units vs the same kernel at SCHED_IDLE without a daemon), the \
@@ -120,7 +120,7 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "LIST")]
     pub probes: Option<String>,
     /// Knobs, comma-separated, `all` (default) or `none`: idle, guard, blind,
-    /// freeze, borrow_idle, fixed_budget, refresh_budget, dynamic_refresh,
+    /// freeze, auto, borrow_idle, fixed_budget, refresh_budget, dynamic_refresh,
     /// resctrl.
     #[arg(long, value_name = "LIST")]
     pub knobs: Option<String>,

@@ -12,7 +12,8 @@ use crate::record::{DaemonWindow, Knob, Offered};
 use anyhow::Context;
 use elfen_daemon::LcTarget;
 use elfen_daemon::config::{
-    BatchSection, BlindSection, Config, LcSection, MetricsSection, Mode, PageSection, PolicySection,
+    AutoSection, BatchSection, BlindSection, Config, FreezeSection, LcSection, MetricsSection,
+    Mode, PageSection, PolicySection, Unfit,
 };
 use elfen_kernels::KernelKind;
 use elfen_policy::PolicyKind;
@@ -90,6 +91,7 @@ pub fn config_for(
         Knob::Guard => (Mode::Guard, PolicyKind::BorrowIdle),
         Knob::Blind => (Mode::Blind, PolicyKind::BorrowIdle),
         Knob::Freeze => (Mode::Freeze, PolicyKind::BorrowIdle),
+        Knob::Auto => (Mode::Auto, PolicyKind::BorrowIdle),
         Knob::BorrowIdle => (Mode::Cooperative, PolicyKind::BorrowIdle),
         Knob::FixedBudget => (Mode::Cooperative, PolicyKind::FixedBudget),
         Knob::RefreshBudget => (Mode::Cooperative, PolicyKind::RefreshBudget),
@@ -137,6 +139,21 @@ pub fn config_for(
             buffer_cores: 0,
             ..BlindSection::default()
         },
+        // the freeze knob is measured as such, even where the daemon judges
+        // it unable to follow the service (it would fall back to idle)
+        freeze: FreezeSection {
+            unfit: Unfit::Warn,
+            ..FreezeSection::default()
+        },
+        // auto within one window of a few seconds: a decision per second
+        auto: AutoSection {
+            period_ms: 1000,
+            solo_ms: 100,
+            confirm: 1,
+            min_dwell_s: 2,
+            step_down_s: 10,
+            ..AutoSection::default()
+        },
         metrics: MetricsSection {
             listen: metrics.to_string(),
         },
@@ -144,7 +161,10 @@ pub fn config_for(
             name: "advise".into(),
             mode,
             command: Some(command),
-            confine: Some(matches!(mode, Mode::Idle | Mode::Guard | Mode::Freeze)),
+            confine: Some(matches!(
+                mode,
+                Mode::Idle | Mode::Guard | Mode::Freeze | Mode::Auto
+            )),
             ..BatchSection::default()
         }],
         ..Config::default()

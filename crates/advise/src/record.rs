@@ -217,6 +217,9 @@ pub enum Knob {
     Blind,
     /// Mode `freeze`: the group's freezer while the LC runs.
     Freeze,
+    /// Mode `auto`: the daemon starts at idle and escalates to guard when
+    /// its own A/B (batch running vs stepped aside) measures contention.
+    Auto,
     /// Mode `cooperative`, policy borrow idle: an instrumented kernel naps
     /// itself while the LC runs.
     BorrowIdle,
@@ -232,11 +235,12 @@ pub enum Knob {
 
 impl Knob {
     /// Every knob, in the order they run.
-    pub const ALL: [Knob; 9] = [
+    pub const ALL: [Knob; 10] = [
         Knob::Idle,
         Knob::Guard,
         Knob::Blind,
         Knob::Freeze,
+        Knob::Auto,
         Knob::BorrowIdle,
         Knob::FixedBudget,
         Knob::RefreshBudget,
@@ -251,6 +255,7 @@ impl Knob {
             Knob::Guard => "guard",
             Knob::Blind => "blind",
             Knob::Freeze => "freeze",
+            Knob::Auto => "auto",
             Knob::BorrowIdle => "borrow_idle",
             Knob::FixedBudget => "fixed_budget",
             Knob::RefreshBudget => "refresh_budget",
@@ -265,7 +270,8 @@ impl Knob {
             Knob::Idle => "mode idle, confined to the batch lanes",
             Knob::Guard => "mode guard (borrow idle)",
             Knob::Blind => "mode blind, buffer_cores = 0",
-            Knob::Freeze => "mode freeze (borrow idle)",
+            Knob::Freeze => "mode freeze (borrow idle; kept where judged unfit)",
+            Knob::Auto => "mode auto: idle, guard when contention passes 10 %",
             Knob::BorrowIdle => "mode cooperative, policy borrow_idle (instrumented kernel)",
             Knob::FixedBudget => "mode cooperative, policy fixed_budget (instrumented kernel)",
             Knob::RefreshBudget => "mode cooperative, policy refresh_budget (instrumented kernel)",

@@ -153,7 +153,7 @@ fn every_configuration_runs_and_is_judged(_: &()) -> Outcome {
 /// unmodified LC service (the built-in one as its own process, publishing
 /// nothing) whose busy state comes from the kernel (`--lc-signal bpf`),
 /// unmodified batch (a kernel without checks, and xz) handed back by
-/// `cpu.idle`, guards or the freezer — and borrow idle on the same kernel
+/// `cpu.idle`, guards, the freezer or `auto` — and borrow idle on the same kernel
 /// signal. Each ran, its batch progressed, the LC line was written.
 fn the_daemon_modes_protect_an_unmodified_service(_: &()) -> Outcome {
     if !daemon_modes_ok("the_daemon_modes_protect_an_unmodified_service") {
@@ -162,7 +162,7 @@ fn the_daemon_modes_protect_an_unmodified_service(_: &()) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let mut a = args(dir.path());
     a.lc_signal = Some("bpf".into());
-    a.configs = Some("cpu_idle,guard,freeze,blind_isolation,borrow_idle".into());
+    a.configs = Some("cpu_idle,guard,freeze,blind_isolation,auto,borrow_idle".into());
     a.programs = Some("xz".into());
     Command::Bench(a).run().unwrap();
     let f = ResultFile::load(&dir.path().join("out/bench.json")).unwrap();
@@ -186,6 +186,7 @@ fn the_daemon_modes_protect_an_unmodified_service(_: &()) -> Outcome {
         Config::CpuIdle,
         Config::Guard,
         Config::Freeze,
+        Config::Auto,
         Config::BorrowIdle,
     ] {
         assert!(ran.contains(&c), "{c} did not run: {ran:?}");

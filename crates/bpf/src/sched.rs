@@ -360,6 +360,19 @@ impl SchedSource {
         Ok(n)
     }
 
+    /// Tells the program whether the reader consumes without sleeping
+    /// ([`SchedSource::consume_events`] in a loop): events are then sent
+    /// without waking it. Clear it, then consume once more, before sleeping
+    /// in [`SchedSource::wait_events`] (events sent meanwhile are seen by
+    /// its first look; later ones wake it again).
+    pub fn set_reader_polling(&mut self, on: bool) {
+        if let Some(bss) = self.loaded.skel.maps.bss_data.as_deref_mut() {
+            // SAFETY: a valid, aligned field of the mmapped .bss map; the BPF
+            // program only reads it.
+            unsafe { std::ptr::write_volatile(&mut bss.reader_polling, u32::from(on)) };
+        }
+    }
+
     /// Delivers the events available now, without waiting.
     pub fn consume_events(&mut self, mut f: impl FnMut(LcEvent)) -> Result<usize, BpfError> {
         self.loaded

@@ -146,6 +146,24 @@ impl Source {
         both!(self, s => s.wait_events(timeout, f))
     }
 
+    /// Calls `f` for every LC transition event available now, without
+    /// waiting; returns how many.
+    pub fn consume_events(&mut self, f: impl FnMut(LcEvent)) -> Result<usize, BpfError> {
+        match self {
+            Source::Bpf(s) => s.consume_events(f),
+            Source::Poll(s, _) => s.wait_events(Duration::ZERO, f),
+        }
+    }
+
+    /// BPF: whether the reader consumes in a loop without sleeping (events
+    /// are then sent without waking it; see `SchedSource::set_reader_polling`).
+    /// The poll fallback wakes nobody: nothing to do.
+    pub fn set_reader_polling(&mut self, on: bool) {
+        if let Source::Bpf(s) = self {
+            s.set_reader_polling(on);
+        }
+    }
+
     /// One line for run-time reports: which source, how it works, and for
     /// the fallback why BPF was not used.
     pub fn describe(&self) -> String {

@@ -95,6 +95,10 @@ pub struct BatchGroup {
     idled: BTreeMap<u32, Class>,
     /// SCHED_IDLE as a fallback ([`BatchGroup::fall_back_to_sched_idle`]).
     idle_fallback: bool,
+    /// Set by a protection that wants the group's threads SCHED_IDLE
+    /// (idle mode as a fallback, guard mode on a group that does not yield
+    /// by its set-up).
+    pub sched_idle: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl BatchGroup {
@@ -137,6 +141,7 @@ impl BatchGroup {
             child: None,
             idled: BTreeMap::new(),
             idle_fallback: false,
+            sched_idle: Default::default(),
         };
         if let GroupSource::Launch { program, args } = &plan.source {
             g.child = Some(g.launch(ex, program, args, env)?);
@@ -226,7 +231,8 @@ impl BatchGroup {
     /// (other than one that exited meanwhile) is counted in `health` as
     /// group `index`'s.
     pub fn idle_threads(&mut self, ex: &Executor, health: Option<(&Health, usize)>) -> usize {
-        if self.plan.idle != Some(IdleMethod::SchedIdle) && !self.idle_fallback {
+        let wanted = self.sched_idle.load(std::sync::atomic::Ordering::Relaxed);
+        if self.plan.idle != Some(IdleMethod::SchedIdle) && !self.idle_fallback && !wanted {
             return 0;
         }
         let Ok(tids) = ex.threads(&self.group) else {

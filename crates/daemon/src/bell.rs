@@ -1,9 +1,16 @@
 //! [`Bell`]: how the LC signal writer wakes the threads that act on a
-//! request lane's state (guards, freezers) — an eventfd they sleep on, and
-//! the time of the last LC busy edge so they can tell how late they woke.
+//! request lane's state (guards, freezers, blind isolation) — an eventfd
+//! they sleep on, and the time of the last LC busy edge so they can tell
+//! how late they woke.
+//!
+//! A bell is **armed** while a protection that sleeps on it is applied; the
+//! writer skips a disarmed bell (no system call), so the bells of every
+//! mode a group may switch to can be wired into the writer at start. A
+//! bell made [`Bell::per_cpu`] also keeps the time of the last busy edge of
+//! each CPU (blind isolation acts on any CPU the LC runs on).
 
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 /// An eventfd rung by the writer after each write of a request lane's LC
@@ -17,6 +24,12 @@ pub struct Bell {
     /// `CLOCK_MONOTONIC` ns of the switch that made the lane busy last
     /// (the signal source's time of the event).
     busy_event_ns: AtomicU64,
+    /// Whether the writer rings it.
+    armed: AtomicBool,
+    /// Per CPU: the time of its last busy edge (empty unless per-CPU).
+    cpu_edges: Box<[AtomicU64]>,
+    /// The CPU its sleeper runs on, when pinned (a guard's batch lane).
+    sleeper_cpu: Option<u32>,
 }
 
 impl Bell {
@@ -31,7 +44,63 @@ impl Bell {
             fd,
             busy_only: false,
             busy_event_ns: AtomicU64::new(0),
+            armed: AtomicBool::new(true),
+            cpu_edges: Box::new([]),
+            sleeper_cpu: None,
         })
+    }
+
+    /// The same bell, its sleeper pinned to `cpu`.
+    pub fn for_cpu(mut self, cpu: u32) -> Bell {
+        self.sleeper_cpu = Some(cpu);
+        self
+    }
+
+    /// The CPU its sleeper runs on, when pinned.
+    pub fn sleeper_cpu(&self) -> Option<u32> {
+        self.sleeper_cpu
+    }
+
+    /// A new bell that also keeps the last busy edge of each of `cpus`
+    /// CPUs (0..cpus), rung for busy edges of any CPU the writer watches.
+    pub fn per_cpu(cpus: u32) -> std::io::Result<Bell> {
+        let mut b = Bell::new()?;
+        b.busy_only = true;
+        b.cpu_edges = (0..cpus).map(|_| AtomicU64::new(0)).collect();
+        Ok(b)
+    }
+
+    /// Whether it keeps per-CPU busy edges.
+    pub fn is_per_cpu(&self) -> bool {
+        !self.cpu_edges.is_empty()
+    }
+
+    /// Arms (the writer rings it) or disarms it (the writer skips it).
+    pub fn arm(&self, on: bool) {
+        self.armed.store(on, Release);
+    }
+
+    /// Whether the writer rings it.
+    pub fn is_armed(&self) -> bool {
+        self.armed.load(Acquire)
+    }
+
+    /// Records a busy edge of `cpu` at `event_ns`, then rings (when armed).
+    pub fn ring_busy_on(&self, cpu: u32, event_ns: u64) {
+        if let Some(e) = self.cpu_edges.get(cpu as usize) {
+            e.store(event_ns, Release);
+        }
+        self.busy_event_ns.store(event_ns, Release);
+        if self.is_armed() {
+            self.ring();
+        }
+    }
+
+    /// The time of `cpu`'s last busy edge (0 = none, or not per-CPU).
+    pub fn busy_edge_on(&self, cpu: u32) -> u64 {
+        self.cpu_edges
+            .get(cpu as usize)
+            .map_or(0, |e| e.load(Relaxed))
     }
 
     /// A new bell the writer rings only when the lane goes busy.
@@ -54,10 +123,19 @@ impl Bell {
         unsafe { libc::write(self.fd, (&raw const one).cast(), 8) };
     }
 
-    /// Records the time of a busy edge, then rings.
+    /// Records the time of a busy edge, then rings (when armed).
     pub fn ring_busy(&self, event_ns: u64) {
         self.busy_event_ns.store(event_ns, Release);
-        self.ring();
+        if self.is_armed() {
+            self.ring();
+        }
+    }
+
+    /// Rings when armed (the writer's idle edges).
+    pub fn ring_if_armed(&self) {
+        if self.is_armed() {
+            self.ring();
+        }
     }
 
     /// The time of the last busy edge (0 = none yet).
@@ -118,5 +196,20 @@ mod tests {
         assert_eq!(b.busy_event_ns(), 42);
         assert!(b.wait(Duration::from_millis(1)));
         assert!(!b.clear());
+    }
+
+    #[test]
+    fn a_disarmed_bell_keeps_the_edge_but_is_not_rung() {
+        let b = Bell::per_cpu(4).unwrap();
+        assert!(b.is_per_cpu() && b.busy_only());
+        b.arm(false);
+        b.ring_busy_on(2, 99);
+        assert_eq!(b.busy_edge_on(2), 99);
+        assert_eq!(b.busy_edge_on(7), 0, "out of range");
+        assert!(!b.wait(Duration::from_millis(1)), "not rung while disarmed");
+        b.arm(true);
+        b.ring_busy_on(1, 100);
+        assert!(b.wait(Duration::from_millis(1)));
+        assert_eq!((b.busy_edge_on(1), b.busy_event_ns()), (100, 100));
     }
 }

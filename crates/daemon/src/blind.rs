@@ -17,14 +17,30 @@
 //! The page's kill switch overrides the law: paused, the group is frozen;
 //! unmanaged, it gets every CPU (PerfIso's two kill-switch modes).
 //!
-//! [`Blind::spawn`] is the mechanism: a thread that polls the slots every
-//! `poll` (plain loads from the mmapped array; no system call unless the
-//! set changes) and writes the group's cpuset (or freezer) through the
-//! executor, so every change is recorded and restorable. Each shrink that
-//! took a CPU away because the LC began to run there is timed from the
-//! LC's switch onto that CPU (the slot's time) to the write's return: the
-//! reaction time.
+//! **Idle CPUs** ([`idle_cpus`]), the law's `I`: CPUs running neither the
+//! LC nor the batch. A CPU outside the batch's set runs no batch, so it is
+//! idle unless the LC runs there (another program there is neither); a CPU
+//! of the set is idle when its slot shows the idle task *or one of the
+//! daemon's own threads* (the controller itself — it runs while it reads the
+//! slots —, the LC signal writer, guards), which run only to keep the law.
+//! Counting only CPUs that show the idle task, as before, made the CPU
+//! running the controller busy, and two CPUs with `B` = 1 kept batch frozen
+//! for good.
+//!
+//! [`Blind::spawn`] is the mechanism: a thread woken by the LC signal
+//! writer at each busy edge of any CPU ([`crate::bell::Bell::per_cpu`];
+//! with `wake = Poll`, or as a safety net, the slots are read every
+//! `poll`) that reads the slots (plain loads from the mmapped array; no
+//! system call unless the set changes) and writes the group's cpuset (or
+//! freezer) through the executor, so every change is recorded and
+//! restorable. A CPU whose LC wake-up was announced (the writer's per-CPU
+//! busy edge, newer than the slot's last switch) counts as the LC's before
+//! the LC's switch-in. Each shrink that took a CPU away because the LC
+//! began to run there is timed from the LC's switch onto that CPU (the
+//! slot's time) to the write's return: the reaction time (taken away
+//! before the switch-in, on an announcement: recorded as 0).
 
+use crate::bell::Bell;
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
 use crate::health::{GroupReporter, retry};
@@ -76,6 +92,11 @@ impl BlindState {
     /// The CPUs batch has now (empty = frozen).
     pub fn current(&self) -> &[u32] {
         &self.current
+    }
+
+    /// When a larger allocation waiting for its hold may be made, ns.
+    pub fn grow_deadline_ns(&self) -> Option<u64> {
+        self.grow_since_ns.map(|s| s.saturating_add(self.hold_ns))
     }
 
     /// Takes back a step whose write failed: batch still has `cpus`, so the
@@ -162,6 +183,65 @@ impl BlindState {
     }
 }
 
+/// How many of `cpus` (`snaps`: their slots, `None` unreadable) are idle in
+/// the law's sense — running neither the LC nor the batch: a CPU outside
+/// the batch's set `batch` that runs no LC task (whatever else runs there,
+/// batch cannot), and a CPU of the set that shows the idle task or one of
+/// the daemon's threads `own` (see the module docs).
+pub fn idle_cpus(
+    cpus: &[u32],
+    snaps: &[Option<elfen_bpf::SlotSnapshot>],
+    batch: &[u32],
+    own: &[u32],
+) -> u32 {
+    cpus.iter()
+        .zip(snaps)
+        .filter(|(c, s)| match s {
+            Some(s) if s.lc() => false,
+            Some(s) => !batch.contains(c) || s.tid == 0 || own.contains(&s.tid),
+            None => false,
+        })
+        .count() as u32
+}
+
+/// The daemon's own threads (their tids): blind isolation counts a CPU
+/// running one of them as idle.
+#[derive(Debug, Clone, Default)]
+pub struct OwnThreads(Arc<Mutex<Vec<u32>>>);
+
+impl OwnThreads {
+    /// Adds `tid`.
+    pub fn add(&self, tid: u32) {
+        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if !v.contains(&tid) {
+            v.push(tid);
+        }
+    }
+
+    /// Removes `tid`.
+    pub fn remove(&self, tid: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&t| t != tid);
+    }
+
+    /// The tids now.
+    pub fn tids(&self) -> Vec<u32> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// What wakes the controller.
+#[derive(Debug, Clone)]
+pub enum BlindWaking {
+    /// The writer's busy edges (this bell, rung per CPU); the slots read
+    /// every `poll` besides.
+    Events(Arc<Bell>),
+    /// The slots read every `poll`.
+    Poll,
+}
+
 /// How a blind-isolation thread runs.
 #[derive(Debug, Clone)]
 pub struct BlindOptions {
@@ -169,12 +249,19 @@ pub struct BlindOptions {
     pub buffer_cores: u32,
     /// Growth waits this long.
     pub grow_hold: Duration,
-    /// Slot poll interval.
+    /// Slot poll interval (with events: the safety net's).
     pub poll: Duration,
+    /// What wakes it.
+    pub waking: BlindWaking,
     /// SCHED_FIFO priority (0 = SCHED_OTHER).
     pub priority: u8,
     /// CPUs the thread may run on (`None`: unchanged).
     pub thread_cpus: Option<Vec<u32>>,
+    /// The daemon's threads, counted as idle (the controller adds itself).
+    pub own: OwnThreads,
+    /// The CPUs the group gets back when the controller stops (`None`:
+    /// every CPU it hands out).
+    pub release: Option<Vec<u32>>,
 }
 
 /// What a stopped controller reports.
@@ -190,6 +277,10 @@ pub struct BlindReport {
     pub freezes: u64,
     /// LC switch onto a CPU of the set → the write that took it away.
     pub reaction: LatencySummary,
+    /// Steps taken on a busy edge (woken by the writer).
+    pub woken: u64,
+    /// Steps taken on the poll interval.
+    pub polled: u64,
     /// cpuset, freeze and thaw writes that failed (after retries of
     /// transient errors).
     pub failed_writes: u64,
@@ -202,6 +293,7 @@ pub struct BlindReport {
 pub struct BlindHandle {
     worker: Worker<BlindReport>,
     changes: Arc<AtomicU64>,
+    tid: u32,
 }
 
 impl BlindHandle {
@@ -210,14 +302,20 @@ impl BlindHandle {
         self.changes.load(Relaxed)
     }
 
+    /// The controller thread's id.
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+
     /// Whether the thread still runs.
     pub fn is_running(&self) -> bool {
         self.worker.is_running()
     }
 
-    /// Stops the controller — it gives the group every CPU back and thaws
-    /// it (the executor restores the original values later, with everything
-    /// else it recorded) — and returns its report.
+    /// Stops the controller — it gives the group its CPUs back (every CPU,
+    /// or `release`) and thaws it (the executor restores the original
+    /// values later, with everything else it recorded) — and returns its
+    /// report.
     pub fn stop(self) -> BlindReport {
         self.worker.stop().unwrap_or_default()
     }
@@ -255,9 +353,13 @@ impl Blind {
     ) -> Result<BlindHandle, DaemonError> {
         let changes = Arc::new(AtomicU64::new(0));
         let c2 = Arc::clone(&changes);
-        let (worker, ()) = Worker::start(
+        let bell = match &opts.waking {
+            BlindWaking::Events(b) => Some(Arc::clone(b)),
+            BlindWaking::Poll => None,
+        };
+        let (worker, tid) = Worker::start(
             "elfen-blind",
-            None,
+            bell,
             move || {
                 if let Some(c) = &opts.thread_cpus {
                     elfen_topo::set_current_affinity(c)
@@ -268,7 +370,9 @@ impl Blind {
                         DaemonError::os("setting the blind-isolation thread to SCHED_FIFO", e)
                     })?;
                 }
-                Ok((opts, ()))
+                let tid = elfen_cmd::proc::gettid();
+                opts.own.add(tid);
+                Ok((opts, tid))
             },
             move |opts, stop| {
                 let io = Io {
@@ -276,11 +380,17 @@ impl Blind {
                     executor: &executor,
                     reporter: reporter.as_ref(),
                 };
-                run(&page, &slots, cpus, io, &opts, stop, &c2)
+                let r = run(&page, &slots, cpus, io, &opts, stop, &c2);
+                opts.own.remove(elfen_cmd::proc::gettid());
+                r
             },
             BlindReport::default,
         )?;
-        Ok(BlindHandle { worker, changes })
+        Ok(BlindHandle {
+            worker,
+            changes,
+            tid,
+        })
     }
 }
 
@@ -316,6 +426,20 @@ impl Io<'_> {
     }
 }
 
+/// Whether `cpu` counts as the LC's: its slot flags an LC task, or the
+/// writer's last busy edge for it (an announced wake-up) is newer than the
+/// slot's last switch and less than `ANNOUNCE_NS` old.
+fn lc_on(snap: Option<&elfen_bpf::SlotSnapshot>, edge_ns: u64, now_ns: u64) -> bool {
+    match snap {
+        Some(s) if s.lc() => true,
+        Some(s) => {
+            edge_ns > s.switch_ns
+                && now_ns.saturating_sub(edge_ns) < elfen_bpf::contract::ANNOUNCE_NS
+        }
+        None => false,
+    }
+}
+
 fn run(
     page: &Page,
     slots: &SlotReader,
@@ -333,19 +457,52 @@ fn run(
         group: io.group.path().as_str().to_string(),
         ..BlindReport::default()
     };
+    let bell = match &opts.waking {
+        BlindWaking::Events(b) => Some(Arc::clone(b)),
+        BlindWaking::Poll => None,
+    };
     let mut hist = latency_histogram();
+    // CPUs taken away on an announcement, before the LC ran there: when
+    // (the write's return), timed once the switch-in shows
+    let mut pending: Vec<(u32, u64)> = Vec::new();
     let mut frozen = false;
+    let mut woken = false;
     while !stop.load(Relaxed) {
+        if woken {
+            rep.woken += 1;
+        } else {
+            rep.polled += 1;
+        }
+        let now = elfen_shm::clock::monotonic_ns();
         let snaps: Vec<_> = cpus.iter().map(|&c| slots.snapshot(c).ok()).collect();
+        let edge = |c: u32| bell.as_ref().map_or(0, |b| b.busy_edge_on(c));
+        let busy_now: Vec<bool> = cpus
+            .iter()
+            .zip(&snaps)
+            .map(|(&c, s)| lc_on(s.as_ref(), edge(c), now))
+            .collect();
         let busy = |c: u32| {
             cpus.iter()
                 .position(|&x| x == c)
-                .and_then(|i| snaps[i].as_ref())
-                .is_some_and(|s| s.lc())
+                .is_some_and(|i| busy_now[i])
         };
-        let idle = snaps.iter().flatten().filter(|s| s.tid == 0).count() as u32;
+        // the switch-ins of CPUs taken before the LC ran there
+        pending.retain(|&(c, done)| {
+            let Some(s) = cpus
+                .iter()
+                .position(|&x| x == c)
+                .and_then(|i| snaps[i].as_ref())
+            else {
+                return false;
+            };
+            if s.lc() {
+                let _ = hist.record(done.saturating_sub(s.lc_since_ns).max(1));
+                return false;
+            }
+            now.saturating_sub(done) < elfen_bpf::contract::ANNOUNCE_NS
+        });
+        let idle = idle_cpus(&cpus, &snaps, st.current(), &opts.own.tids());
         let before = st.current().to_vec();
-        let now = elfen_shm::clock::monotonic_ns();
         if let Some(t) = st.step(page.kill_mode(), busy, idle, now) {
             let ok = match &t {
                 Target::Frozen => {
@@ -372,10 +529,15 @@ fn run(
                 rep.shrinks += u64::from(after.len() < before.len());
                 // reaction: an LC CPU batch had is taken away
                 for (i, &c) in cpus.iter().enumerate() {
-                    if before.contains(&c) && !after.contains(&c) {
-                        if let Some(s) = snaps[i].as_ref().filter(|s| s.lc()) {
+                    if !(before.contains(&c) && !after.contains(&c) && busy_now[i]) {
+                        continue;
+                    }
+                    match snaps[i].as_ref() {
+                        Some(s) if s.lc() => {
                             let _ = hist.record(done.saturating_sub(s.lc_since_ns).max(1));
                         }
+                        // announced: the switch-in is still to come
+                        _ => pending.push((c, done)),
                     }
                 }
             } else {
@@ -383,11 +545,25 @@ fn run(
                 st.rollback(before.clone());
             }
         }
-        std::thread::sleep(opts.poll);
+        woken = match &bell {
+            Some(b) => {
+                let now = elfen_shm::clock::monotonic_ns();
+                let until_grow = st
+                    .grow_deadline_ns()
+                    .map(|d| Duration::from_nanos(d.saturating_sub(now).max(1)));
+                let wait = until_grow.map_or(opts.poll, |g| g.min(opts.poll));
+                b.wait(wait)
+            }
+            None => {
+                std::thread::sleep(opts.poll);
+                false
+            }
+        };
     }
-    // Give batch every CPU back (and thaw) before it is stopped or killed:
+    // Give batch its CPUs back (and thaw) before it is stopped or killed:
     // a frozen process cannot die until thawed.
-    io.write(DaemonKnob::Cpuset, Knob::CpusetCpus(cpus), &mut rep);
+    let release = opts.release.clone().unwrap_or(cpus);
+    io.write(DaemonKnob::Cpuset, Knob::CpusetCpus(release), &mut rep);
     if frozen {
         io.write(DaemonKnob::Thaw, Knob::Frozen(false), &mut rep);
     }
@@ -550,5 +726,95 @@ mod tests {
             s.step(KillMode::Off, |c| c == 2, 0, 50),
             Some(Target::Cpus(vec![0, 1, 3]))
         );
+    }
+
+    fn slot(tid: u32, lc: bool) -> Option<elfen_bpf::SlotSnapshot> {
+        use elfen_bpf::contract::flags;
+        Some(elfen_bpf::SlotSnapshot {
+            tid,
+            flags: flags::VALID | if lc { flags::LC } else { 0 },
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn two_cpus_with_one_buffer_core_give_batch_a_cpu_back_while_the_lc_is_idle() {
+        let own = [77, 78];
+        let cpus = [0, 1];
+        let mut s = BlindState::new(
+            BlindIsolation { buffer_cores: 1 },
+            vec![0, 1],
+            Duration::from_micros(0),
+        );
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 0, 0, 0),
+            Some(Target::Cpus(vec![1]))
+        );
+        assert_eq!(
+            s.step(KillMode::Off, |c| c == 0, 0, 1),
+            Some(Target::Frozen)
+        );
+        // frozen, the LC on cpu 0, the controller (tid 77) reading the
+        // slots on cpu 1: one CPU runs neither LC nor batch — I = B, batch
+        // stays out while the LC runs (the buffer core is kept)
+        let lc_busy = [slot(500, true), slot(77, false)];
+        let idle = idle_cpus(&cpus, &lc_busy, s.current(), &own);
+        assert_eq!(idle, 1);
+        assert_eq!(s.step(KillMode::Off, |c| c == 0, idle, 2), None);
+        // the LC sleeps: cpu 0 runs the idle task, cpu 1 the controller (or
+        // another program): both idle in the law's sense
+        for other in [77, 4242] {
+            let lc_idle = [slot(0, false), slot(other, false)];
+            assert_eq!(idle_cpus(&cpus, &lc_idle, s.current(), &own), 2);
+        }
+        let lc_idle = [slot(0, false), slot(77, false)];
+        let idle = idle_cpus(&cpus, &lc_idle, s.current(), &own);
+        assert_eq!(
+            s.step(KillMode::Off, |_| false, idle, 3),
+            Some(Target::Cpus(vec![0])),
+            "batch gets a CPU back"
+        );
+        // counting only the idle task, as before, kept it frozen for good
+        let mut old = BlindState::new(
+            BlindIsolation { buffer_cores: 1 },
+            vec![0, 1],
+            Duration::from_micros(0),
+        );
+        old.step(KillMode::Off, |c| c == 0, 0, 0);
+        old.step(KillMode::Off, |c| c == 0, 0, 1);
+        let only_idle_task = lc_idle.iter().flatten().filter(|s| s.tid == 0).count() as u32;
+        assert_eq!(old.step(KillMode::Off, |_| false, only_idle_task, 3), None);
+        assert!(old.current().is_empty());
+        // a CPU of the batch's set running batch is not idle; running the
+        // controller it is; an LC task never is, whoever's tid it has
+        let set = [0, 1];
+        assert_eq!(
+            idle_cpus(&cpus, &[slot(900, false), slot(77, false)], &set, &own),
+            1
+        );
+        assert_eq!(idle_cpus(&[1], &[slot(77, true)], &[], &own), 0);
+        assert_eq!(idle_cpus(&[0], &[None], &[], &own), 0, "unreadable");
+    }
+
+    #[test]
+    fn an_announced_wake_up_counts_before_the_switch_in() {
+        let s = slot(0, false).map(|mut s| {
+            s.switch_ns = 1_000;
+            s
+        });
+        assert!(
+            lc_on(s.as_ref(), 2_000, 3_000),
+            "woken after the last switch"
+        );
+        assert!(
+            !lc_on(s.as_ref(), 500, 3_000),
+            "an edge before the last switch"
+        );
+        assert!(
+            !lc_on(s.as_ref(), 2_000, 2_000 + elfen_bpf::contract::ANNOUNCE_NS),
+            "never ran: dropped after the window"
+        );
+        assert!(lc_on(slot(9, true).as_ref(), 0, 0));
+        assert!(!lc_on(None, 5, 6));
     }
 }

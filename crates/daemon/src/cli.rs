@@ -66,7 +66,7 @@ pub enum DaemonSub {
 
 const MEASURE_ABOUT: &str = "\
 What the daemon costs and how fast its guards step aside, with the daemon's code in this \
-process. Each run has three phases, each a fresh daemon protecting a synthetic LC service \
+process. Each run has up to five phases, each a fresh daemon protecting a synthetic LC service \
 (a child pinned to the request lane) from an unmodified SCHED_IDLE spinner the daemon starts \
 confined to the batch lane:
 
@@ -77,13 +77,16 @@ the LC thread's switch onto the request lane (BPF event time) -> the daemon's wr
 on the batch lane, which takes the batch thread off it (target p99 <= 50 us); then the guard \
 holds the lane
   freeze  the same LC, the batch group in freeze mode: freeze and thaw latency
+  blind   blind isolation (B = 0, batch on every CPU) on an LC busy 500 us / idle 2-6 ms, \
+twice: woken at busy edges, then polling every 200 us: the reaction, LC switch-in -> its CPU \
+taken from batch (target p99 <= 100 us)
 
 Needs root. Run it on an otherwise idle machine: other processes stretch every figure.";
 
 /// Arguments of `elfen daemon measure`.
 #[derive(Debug, Args)]
 pub struct MeasureArgs {
-    /// Repetitions of the three phases.
+    /// Repetitions of the phases.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub runs: usize,
     /// Measured window of each phase, ms.
@@ -98,6 +101,9 @@ pub struct MeasureArgs {
     /// Skip the freeze phase.
     #[arg(long)]
     pub no_freeze: bool,
+    /// Skip the two blind-isolation phases.
+    #[arg(long)]
+    pub no_blind: bool,
     /// Publish busy edges at the LC's switch-in instead of at its wake-up
     /// (`[signal] announce_wakeups = false`), to compare the two.
     #[arg(long)]
@@ -161,6 +167,7 @@ fn run_measure(a: MeasureArgs) -> anyhow::Result<()> {
         warmup_ms: a.warmup_ms,
         pairs: a.pairs.clone(),
         no_freeze: a.no_freeze,
+        no_blind: a.no_blind,
         announce_wakeups: !a.no_announce,
         helper: measure::helper_prefix(),
         ..Params::default()

@@ -7,6 +7,7 @@ use crate::error::ConfigError;
 use crate::isolation::config::{
     EgressClass, EgressSection, IoLimitSection, IoSection, MemorySection,
 };
+pub use crate::protection::fit::HoldSetting;
 use crate::units::ByteSize;
 use elfen_policy::{PolicyConfig, PolicyKind};
 use elfen_runtime::NapChoice;
@@ -60,6 +61,8 @@ pub struct Config {
     pub freeze: FreezeSection,
     /// Blind isolation (mode `blind`).
     pub blind: BlindSection,
+    /// Mode `auto`: the cheapest mode that suffices, chosen while running.
+    pub auto: AutoSection,
     /// The Prometheus endpoint.
     pub metrics: MetricsSection,
     /// The memory watermark below which batch work is killed.
@@ -88,6 +91,7 @@ impl Default for Config {
             guard: GuardSection::default(),
             freeze: FreezeSection::default(),
             blind: BlindSection::default(),
+            auto: AutoSection::default(),
             metrics: MetricsSection::default(),
             memory: MemorySection::default(),
             io: IoSection::default(),
@@ -335,6 +339,12 @@ pub struct GuardSection {
     /// While a budget policy co-runs: the longest sleep between checks
     /// after the budget should have expired, µs (default 0 = budget / 8).
     pub recheck_us: u64,
+    /// How long a guard (and the writer, on its own batch lane) stays on
+    /// the lane through an idle gap of the LC before it gives the lane
+    /// back: `"auto"` (default: one measured sleep/wake cycle, longer when
+    /// the service's gaps are shorter than that) or µs (0: never).
+    /// Borrow idle only: a budget policy decides the lane itself.
+    pub hold_us: HoldSetting,
 }
 
 impl Default for GuardSection {
@@ -342,6 +352,7 @@ impl Default for GuardSection {
         GuardSection {
             priority: DEFAULT_GUARD_PRIORITY,
             recheck_us: 0,
+            hold_us: HoldSetting::Auto,
         }
     }
 }
@@ -352,11 +363,52 @@ impl Default for GuardSection {
 pub struct FreezeSection {
     /// How long a freeze may take before it is reported late, ms (default 50).
     pub timeout_ms: u64,
+    /// What to do when freezing cannot follow the service (a freeze takes
+    /// longer than its busy periods last): `fallback` (default: run the
+    /// `fallback` mode instead while that holds), `refuse` (stop, restoring
+    /// everything), `warn` (freeze anyway, saying so).
+    pub unfit: Unfit,
+    /// The mode a freeze group runs while freezing does not fit (and while
+    /// the service is watched at start): `idle` (default: nothing dynamic,
+    /// never worse than equal priority), `guard` (the group is then
+    /// confined to the batch lanes) or `blind`.
+    pub fallback: Mode,
+    /// How long the service is watched at start before freezing is judged, ms.
+    pub observe_ms: u64,
 }
 
 impl Default for FreezeSection {
     fn default() -> Self {
-        FreezeSection { timeout_ms: 50 }
+        FreezeSection {
+            timeout_ms: 50,
+            unfit: Unfit::Fallback,
+            fallback: Mode::Idle,
+            observe_ms: 1000,
+        }
+    }
+}
+
+/// `[freeze] unfit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Unfit {
+    /// Stop the daemon (everything restored), saying why.
+    Refuse,
+    /// Run `[freeze] fallback` instead while freezing does not fit.
+    #[default]
+    Fallback,
+    /// Freeze anyway, saying so.
+    Warn,
+}
+
+impl Unfit {
+    /// The name in configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unfit::Refuse => "refuse",
+            Unfit::Fallback => "fallback",
+            Unfit::Warn => "warn",
+        }
     }
 }
 
@@ -369,7 +421,12 @@ pub struct BlindSection {
     /// A larger allocation waits this long, µs (default 2000; shrinks are
     /// at once).
     pub grow_hold_us: u64,
-    /// How often the per-CPU slots are read, µs (default 200).
+    /// What wakes the controller: `events` (default: each busy edge the
+    /// writer sees, on any CPU; the slots read every `poll_us` as a safety
+    /// net) or `poll` (the slots read every `poll_us`, nothing else).
+    pub wake: BlindWake,
+    /// The slots are read at least this often, µs (default 2000: with
+    /// `wake = "events"` a safety net; with `poll` the reaction's bound).
     pub poll_us: u64,
 }
 
@@ -378,7 +435,67 @@ impl Default for BlindSection {
         BlindSection {
             buffer_cores: 0,
             grow_hold_us: 2000,
-            poll_us: 200,
+            wake: BlindWake::Events,
+            poll_us: 2000,
+        }
+    }
+}
+
+/// `[blind] wake`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BlindWake {
+    /// Woken at each busy edge; polled every `poll_us` besides.
+    #[default]
+    Events,
+    /// Polled every `poll_us` only.
+    Poll,
+}
+
+/// `[auto]`: mode `auto` (HIS's scheduler). The group starts at the first
+/// mode of the ladder; every `period_ms` the batch steps aside (frozen)
+/// for `solo_ms`, and the LC's mean busy period then (solo) is compared
+/// with the rest of the period (co-run): contention = co-run / solo − 1.
+/// Above `escalate_pct` in `confirm` periods in a row, the next mode up
+/// that fits; below `settle_pct` for `step_down_s`, a trial of the mode
+/// below (back up at once if contention returns, and the next trial
+/// waits twice as long). Switches are at least `min_dwell_s` apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoSection {
+    /// The modes, cheapest first (default `["idle", "guard"]`; any of
+    /// `idle`, `guard`, `freeze`, `blind`).
+    pub ladder: Vec<Mode>,
+    /// One co-run window and one solo window, ms (default 5000).
+    pub period_ms: u64,
+    /// The solo window: the batch stepped aside, ms (default 250).
+    pub solo_ms: u64,
+    /// Contention above which the next mode is tried, % (default 10).
+    pub escalate_pct: f64,
+    /// Contention below which a cheaper mode may be tried, % (default 5).
+    pub settle_pct: f64,
+    /// Periods in a row above `escalate_pct` before escalating (default 2).
+    pub confirm: u32,
+    /// Time below `settle_pct` before a cheaper mode is tried, s (default 30).
+    pub step_down_s: u64,
+    /// Least time between two switches, s (default 10).
+    pub min_dwell_s: u64,
+    /// LC busy periods a window needs to count (default 50).
+    pub min_periods: u64,
+}
+
+impl Default for AutoSection {
+    fn default() -> Self {
+        AutoSection {
+            ladder: vec![Mode::Idle, Mode::Guard],
+            period_ms: 5000,
+            solo_ms: 250,
+            escalate_pct: 10.0,
+            settle_pct: 5.0,
+            confirm: 2,
+            step_down_s: 30,
+            min_dwell_s: 10,
+            min_periods: 50,
         }
     }
 }
@@ -439,6 +556,9 @@ pub enum Mode {
     /// PerfIso's blind isolation: the group's cpuset follows all CPUs −
     /// CPUs running the LC − `blind.buffer_cores` (frozen when that is none).
     Blind,
+    /// The cheapest mode of `[auto] ladder` that keeps the LC's service
+    /// time, chosen and re-checked while running.
+    Auto,
 }
 
 impl Mode {
@@ -450,7 +570,34 @@ impl Mode {
             Mode::Freeze => "freeze",
             Mode::Idle => "idle",
             Mode::Blind => "blind",
+            Mode::Auto => "auto",
         }
+    }
+
+    /// Whether a group in this mode may run guard threads (as its mode,
+    /// as a rung of `auto`'s ladder, or as freeze mode's fallback).
+    pub fn may_guard(self, c: &Config) -> bool {
+        match self {
+            Mode::Guard => true,
+            Mode::Auto => c.auto.ladder.contains(&Mode::Guard),
+            Mode::Freeze => c.freeze.fallback == Mode::Guard,
+            _ => false,
+        }
+    }
+
+    /// The modes a group in this mode may switch between.
+    pub fn rungs(self, c: &Config) -> Vec<Mode> {
+        match self {
+            Mode::Auto => c.auto.ladder.clone(),
+            Mode::Freeze if c.freeze.unfit != Unfit::Warn => vec![c.freeze.fallback, Mode::Freeze],
+            m => vec![m],
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -484,9 +631,10 @@ pub struct BatchSection {
     /// and, with one batch lane, `ELFEN_LANE`.
     pub command: Option<Vec<String>>,
     /// Confine the group to the batch lanes with its cpuset (default: true
-    /// in guard mode, where batch work must not flee to a request lane).
+    /// in modes guard and auto, where batch work must not flee to a
+    /// request lane).
     pub confine: Option<bool>,
-    /// How the group yields (modes `guard` and `idle`).
+    /// How the group yields (modes `guard`, `idle` and `auto`).
     pub idle_method: IdleMethod,
     /// Under the memory watermark, groups are killed lowest `priority`
     /// first (default 0).
@@ -527,7 +675,8 @@ impl Default for BatchSection {
 impl BatchSection {
     /// Whether the group is confined to the batch lanes.
     pub fn confined(&self) -> bool {
-        self.confine.unwrap_or(self.mode == Mode::Guard)
+        self.confine
+            .unwrap_or(matches!(self.mode, Mode::Guard | Mode::Auto))
     }
 }
 
@@ -590,6 +739,7 @@ impl Config {
         if self.blind.poll_us < 20 {
             return Err(ConfigError::new("blind.poll_us", "must be at least 20"));
         }
+        self.check_modes()?;
         if self.batch.is_empty() {
             return Err(ConfigError::new(
                 "batch",
@@ -707,7 +857,7 @@ impl Config {
                 ));
             }
         }
-        let guards = self.batch.iter().any(|b| b.mode == Mode::Guard);
+        let guards = self.batch.iter().any(|b| b.mode.may_guard(self));
         if guards && self.writer_priority() <= self.guard.priority {
             return Err(ConfigError::new(
                 "signal.priority",
@@ -726,6 +876,73 @@ impl Config {
         }
         if self.signal.cpus.as_ref().is_some_and(|c| c.is_empty()) {
             return Err(ConfigError::new("signal.cpus", "must not be empty"));
+        }
+        Ok(())
+    }
+
+    /// `[freeze]`'s fallback and `[auto]`'s ladder and thresholds.
+    fn check_modes(&self) -> Result<(), ConfigError> {
+        if !matches!(self.freeze.fallback, Mode::Idle | Mode::Guard | Mode::Blind) {
+            return Err(ConfigError::new(
+                "freeze.fallback",
+                format!(
+                    "{}: one of idle, guard, blind (a mode that follows any service)",
+                    self.freeze.fallback
+                ),
+            ));
+        }
+        if self.freeze.observe_ms == 0 {
+            return Err(ConfigError::new("freeze.observe_ms", "must be at least 1"));
+        }
+        let a = &self.auto;
+        if a.ladder.is_empty() {
+            return Err(ConfigError::new(
+                "auto.ladder",
+                "name at least one mode, cheapest first (e.g. [\"idle\", \"guard\"])",
+            ));
+        }
+        for (i, m) in a.ladder.iter().enumerate() {
+            if !matches!(m, Mode::Idle | Mode::Guard | Mode::Freeze | Mode::Blind) {
+                return Err(ConfigError::new(
+                    "auto.ladder",
+                    format!("{m}: one of idle, guard, freeze, blind"),
+                ));
+            }
+            if a.ladder[..i].contains(m) {
+                return Err(ConfigError::new(
+                    "auto.ladder",
+                    format!("{m} is named twice"),
+                ));
+            }
+        }
+        if a.solo_ms == 0 || a.period_ms < 4 * a.solo_ms {
+            return Err(ConfigError::new(
+                "auto.solo_ms",
+                format!(
+                    "{} ms: at least 1, and at most a quarter of period_ms ({} ms): the batch \
+                     steps aside that long every period",
+                    a.solo_ms, a.period_ms
+                ),
+            ));
+        }
+        if !(a.escalate_pct.is_finite() && a.settle_pct.is_finite())
+            || a.settle_pct < 0.0
+            || a.escalate_pct <= a.settle_pct
+        {
+            return Err(ConfigError::new(
+                "auto.escalate_pct",
+                format!(
+                    "{} %: must be above settle_pct ({} %, at least 0): between the two nothing \
+                     changes (the hysteresis)",
+                    a.escalate_pct, a.settle_pct
+                ),
+            ));
+        }
+        if a.confirm == 0 {
+            return Err(ConfigError::new("auto.confirm", "must be at least 1"));
+        }
+        if a.min_periods == 0 {
+            return Err(ConfigError::new("auto.min_periods", "must be at least 1"));
         }
         Ok(())
     }
@@ -784,10 +1001,20 @@ fn check_batch(i: usize, b: &BatchSection, before: &[BatchSection]) -> Result<()
             }
         }
     }
-    if b.idle_method != IdleMethod::Auto && !matches!(b.mode, Mode::Guard | Mode::Idle) {
+    if b.idle_method != IdleMethod::Auto && !matches!(b.mode, Mode::Guard | Mode::Idle | Mode::Auto)
+    {
         return Err(ConfigError::new(
             f("idle_method"),
-            format!("only modes guard and idle use it, not {}", b.mode.name()),
+            format!(
+                "only modes guard, idle and auto use it, not {}",
+                b.mode.name()
+            ),
+        ));
+    }
+    if b.mode == Mode::Auto && b.confine == Some(false) {
+        return Err(ConfigError::new(
+            f("confine"),
+            "auto needs the group confined to the batch lanes (its guard and idle rungs do)",
         ));
     }
     crate::isolation::config::check_batch(&f, b.isolation_keys())

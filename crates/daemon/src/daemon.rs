@@ -1,6 +1,8 @@
 //! The run: [`Daemon::start`] applies a [`Plan`] (recovery of a killed
-//! predecessor first, then the page, the batch groups, the writer, guards
-//! and freezers), [`Daemon::tick`] keeps it going (heartbeat, notices,
+//! predecessor first, then the page, the batch groups, the writer, the
+//! knobs' costs measured here, and each group's mode through its
+//! [`Driver`] — `crate::protection`), [`Daemon::tick`] keeps it going
+//! (heartbeat, notices, the drivers' verdicts and switches,
 //! SCHED_IDLE for new threads, commands that exit, threads that die, failed
 //! knob writes and groups removed under it — [`crate::health`] — published
 //! in the metrics and beside the page for `elfen status`), and
@@ -9,17 +11,19 @@
 
 use crate::batch::{BatchGroup, LaunchEnv};
 use crate::bell::Bell;
-use crate::blind::{Blind, BlindHandle, BlindOptions, BlindReport};
+use crate::blind::BlindReport;
 use crate::config::{Mode, OnGroupLost};
 use crate::error::DaemonError;
-use crate::freeze::{FreezeOptions, FreezeReport, Freezer, FreezerHandle};
-use crate::guard::{Guard, GuardHandle, GuardOptions, GuardReport};
+use crate::freeze::FreezeReport;
+use crate::guard::GuardReport;
 use crate::health::{FailureLog, GroupReporter, Health};
 use crate::isolation::Isolation;
 use crate::lc::{DiscoveryOptions, Notice};
-use crate::metrics::{DaemonMetrics, GuardCounts, KnobCount};
+use crate::metrics::{DaemonCpu, DaemonMetrics, KnobCount, ModeState};
 use crate::plan::Plan;
-use crate::writer::{LcWriter, LcWriterHandle, WriterOptions, WriterReport};
+use crate::protection::fit::KnobCosts;
+use crate::protection::{Cgroup, Driver, DriverState, Env, Lane, Settings, Target, Withdrawn};
+use crate::writer::{Hold, LcWriter, LcWriterHandle, WriterOptions, WriterReport};
 use elfen_cgroup::{Executor, RestoreReport};
 use elfen_ops::health::{DaemonKnob, GroupState};
 use elfen_shm::Page;
@@ -39,9 +43,12 @@ pub struct Daemon {
     executor: Option<Arc<Mutex<Executor>>>,
     groups: Vec<BatchGroup>,
     writer: Option<LcWriterHandle>,
-    guards: Vec<GuardHandle>,
-    freezers: Vec<FreezerHandle>,
-    blinds: Vec<BlindHandle>,
+    env: Option<Arc<Env>>,
+    drivers: Vec<Driver>,
+    /// Reports of protections withdrawn while running (switches).
+    withdrawn: Vec<Withdrawn>,
+    /// The upkeep thread (the one that ticks).
+    upkeep_tid: u32,
     isolation: Option<Isolation>,
     notices: Receiver<Notice>,
     next_rescan: Instant,
@@ -72,6 +79,11 @@ pub struct ShutdownReport {
     pub freezers: Vec<FreezeReport>,
     /// Each blind-isolation controller.
     pub blind: Vec<BlindReport>,
+    /// Each group's protection at the stop: its mode, switches, verdict.
+    pub modes: Vec<DriverState>,
+    /// The writer's hold of its batch lane (guard mode): (occupied, held,
+    /// spins, busy periods caught while spinning).
+    pub writer_hold: Option<(u64, u64, u64, u64)>,
     /// Memory, I/O and egress isolation.
     pub isolation: Vec<String>,
     /// Commands stopped, classes restored.
@@ -95,14 +107,28 @@ impl std::fmt::Display for ShutdownReport {
         if let Some(e) = &self.writer_error {
             writeln!(f, "writer stopped with an error: {e}")?;
         }
+        if let Some((occ, held, spins, caught)) = self.writer_hold {
+            writeln!(
+                f,
+                "writer's hold of its batch lane: {spins} spins, {:.1} ms occupied while the LC was \
+                 busy, {:.1} ms held through idle gaps, {caught} busy periods caught without a \
+                 wake-up",
+                occ as f64 / 1e6,
+                held as f64 / 1e6
+            )?;
+        }
         for g in &self.guards {
             writeln!(
                 f,
-                "guard lane {} (cpu {}): {} occupations, {:.1} ms occupied; step-aside {}",
+                "guard lane {} (cpu {}): {} occupations, {:.1} ms occupied, {:.1} ms held, {} \
+                 caught while holding, {} wake-ups; step-aside {}",
                 g.lane,
                 g.cpu,
                 g.occupations,
                 g.occupied_ns as f64 / 1e6,
+                g.held_ns as f64 / 1e6,
+                g.caught,
+                g.wakes,
                 g.step_aside
             )?;
         }
@@ -124,12 +150,14 @@ impl std::fmt::Display for ShutdownReport {
         for b in &self.blind {
             writeln!(
                 f,
-                "blind isolation {}: {} cpuset changes ({} shrinks, {} freezes); LC switch → its CPU \
-                 taken from batch {}{}",
+                "blind isolation {}: {} cpuset changes ({} shrinks, {} freezes), {} steps on busy \
+                 edges, {} on the poll; LC switch → its CPU taken from batch {}{}",
                 b.group,
                 b.cpuset_changes,
                 b.shrinks,
                 b.freezes,
+                b.woken,
+                b.polled,
                 b.reaction,
                 if b.errors.is_empty() {
                     String::new()
@@ -137,6 +165,21 @@ impl std::fmt::Display for ShutdownReport {
                     format!("; errors: {}", b.errors.join("; "))
                 }
             )?;
+        }
+        for m in &self.modes {
+            if m.switches > 0 || m.configured != m.active {
+                writeln!(
+                    f,
+                    "batch {}: mode {} ran {} at the stop ({} switches{})",
+                    m.group,
+                    m.configured,
+                    m.active,
+                    m.switches,
+                    m.last_switch
+                        .as_deref()
+                        .map_or(String::new(), |l| format!("; last: {l}"))
+                )?;
+            }
         }
         for g in &self.groups {
             writeln!(f, "{g}")?;
@@ -177,13 +220,18 @@ impl std::fmt::Display for ShutdownReport {
 }
 
 /// The SCHED_FIFO priority of freezer and blind-isolation threads: the
-/// guards', or one above it when a guard group runs too — they share the
-/// batch lanes, and a thread at a spinning guard's priority would wait for
-/// the guard's occupation (the very time it must freeze) to end.
+/// guards', or one above the writer's when a group may guard — they share
+/// the batch lanes, and a thread at a spinning guard's (or the holding
+/// writer's) priority would wait for that occupation (the very time it
+/// must freeze) to end.
 fn group_thread_priority(plan: &Plan) -> u8 {
     let p = plan.config.guard.priority;
-    if plan.groups.iter().any(|g| g.mode == Mode::Guard) {
-        p.saturating_add(1)
+    if plan.groups.iter().any(|g| g.rungs.contains(&Mode::Guard)) {
+        plan.config
+            .writer_priority()
+            .max(p)
+            .saturating_add(1)
+            .min(99)
     } else {
         p
     }
@@ -257,9 +305,10 @@ impl Daemon {
             executor,
             groups: Vec::new(),
             writer: None,
-            guards: Vec::new(),
-            freezers: Vec::new(),
-            blinds: Vec::new(),
+            env: None,
+            drivers: Vec::new(),
+            withdrawn: Vec::new(),
+            upkeep_tid: elfen_cmd::proc::gettid(),
             isolation: None,
             notices: rx,
             metrics,
@@ -297,33 +346,54 @@ impl Daemon {
         if let Some(ex) = &self.executor {
             self.isolation = Some(Isolation::start(&plan, ex, &self.groups)?);
         }
-        let guarded = plan.groups.iter().any(|g| g.mode == Mode::Guard);
+        // Every bell a group's modes may need, wired into the writer now
+        // and armed by the protection that sleeps on it.
+        let io = |e| DaemonError::os("eventfd", e);
+        let may_guard = plan.groups.iter().any(|g| g.rungs.contains(&Mode::Guard));
         let mut bells: Vec<(u32, Arc<Bell>)> = Vec::new();
-        let new_bell = || {
-            Bell::new()
-                .map(Arc::new)
-                .map_err(|e| DaemonError::os("eventfd", e))
-        };
         let mut guard_bells = Vec::new();
-        if guarded {
+        if may_guard {
             for b in &plan.batch_lanes {
-                let bell = Bell::busy_edges_only()
-                    .map(Arc::new)
-                    .map_err(|e| DaemonError::os("eventfd", e))?;
+                let bell = Arc::new(Bell::busy_edges_only().map_err(io)?.for_cpu(b.cpu));
+                bell.arm(false);
                 bells.push((b.request_lane, Arc::clone(&bell)));
-                guard_bells.push((b.lane, bell));
+                let lane = Lane {
+                    cpu: b.cpu,
+                    lane: b.lane,
+                    request_lane: b.request_lane,
+                };
+                guard_bells.push((lane, bell));
             }
         }
-        let mut freeze_bells = Vec::new();
-        for (i, g) in plan.groups.iter().enumerate() {
-            if g.mode == Mode::Freeze {
-                let bell = new_bell()?;
+        let all_cpus = elfen_topo::Topology::detect()
+            .map_err(|e| DaemonError::thread("blind isolation", e.to_string()))?
+            .cpus();
+        let ncpus = all_cpus.iter().max().map_or(1, |&c| c + 1);
+        let (mut freeze_bells, mut blind_bells, mut cpu_bells) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for g in &plan.groups {
+            let fb = if g.rungs.contains(&Mode::Freeze) {
+                let bell = Arc::new(Bell::new().map_err(io)?);
+                bell.arm(false);
                 for r in &plan.request_lanes {
                     bells.push((r.lane, Arc::clone(&bell)));
                 }
-                freeze_bells.push((i, bell));
-            }
+                Some(bell)
+            } else {
+                None
+            };
+            let bb = if g.rungs.contains(&Mode::Blind) {
+                let bell = Arc::new(Bell::per_cpu(ncpus).map_err(io)?);
+                bell.arm(false);
+                cpu_bells.push(Arc::clone(&bell));
+                Some(bell)
+            } else {
+                None
+            };
+            freeze_bells.push(fb);
+            blind_bells.push(bb);
         }
+        let hold = writer_hold(&plan, may_guard).map(Arc::new);
         let opts = WriterOptions {
             source: elfen_bpf::Options {
                 watched_cpus: None,
@@ -342,86 +412,159 @@ impl Daemon {
             max_wait: Duration::from_millis(100),
             notices: Some(tx),
             bells,
+            extra_cpus: if cpu_bells.is_empty() {
+                Vec::new()
+            } else {
+                all_cpus.clone()
+            },
+            cpu_bells,
+            hold: hold.clone(),
         };
         let lanes: Vec<(u32, u32)> = plan.request_lanes.iter().map(|r| (r.cpu, r.lane)).collect();
-        self.writer = Some(LcWriter::spawn(
-            Arc::clone(&self.page),
-            &lanes,
-            plan.lc.clone(),
-            opts,
-        )?);
-        let gopts = GuardOptions {
-            priority: cfg.guard.priority,
-            recheck: (cfg.guard.recheck_us > 0)
+        let writer = LcWriter::spawn(Arc::clone(&self.page), &lanes, plan.lc.clone(), opts)?;
+        let costs = self.knob_costs(&plan, &writer);
+        log(crate::protection::costs::describe(&costs));
+        let settings = Settings {
+            guard_priority: cfg.guard.priority,
+            group_priority: group_thread_priority(&plan),
+            thread_cpus: plan.writer_cpus.clone(),
+            guard_recheck: (cfg.guard.recheck_us > 0)
                 .then(|| Duration::from_micros(cfg.guard.recheck_us)),
-            max_sleep: Duration::from_millis(100),
+            hold: cfg.guard.hold_us,
+            freeze_timeout: Duration::from_millis(cfg.freeze.timeout_ms),
+            blind: cfg.blind.clone(),
+            policy: plan.policy,
         };
-        for (lane, bell) in guard_bells {
-            self.guards
-                .push(Guard::spawn(Arc::clone(&self.page), lane, bell, gopts)?);
+        let env = Arc::new(Env::new(
+            Arc::clone(&self.page),
+            plan.batch_lanes
+                .iter()
+                .map(|b| Lane {
+                    cpu: b.cpu,
+                    lane: b.lane,
+                    request_lane: b.request_lane,
+                })
+                .collect(),
+            all_cpus,
+            writer.slots().clone(),
+            Arc::clone(writer.profile()),
+            Arc::clone(writer.edges()),
+            hold,
+            guard_bells,
+            settings,
+            costs,
+        ));
+        env.own.add(writer.tid());
+        env.own.add(self.upkeep_tid);
+        let hold_ns = env.refresh_hold(&Default::default());
+        if may_guard {
+            log(format!(
+                "guard hold: {} ({:.0} µs now){}",
+                cfg.guard.hold_us,
+                hold_ns as f64 / 1e3,
+                match env.writer_hold.as_deref() {
+                    Some(h) => format!(
+                        "; the writer holds batch cpu {} itself (its only CPU)",
+                        h.cpu
+                    ),
+                    None => String::new(),
+                }
+            ));
         }
-        for (i, bell) in freeze_bells {
-            let ex = Arc::clone(self.executor.as_ref().expect("a hierarchy for freeze"));
-            let fopts = FreezeOptions {
-                policy: plan.policy,
-                timeout: Duration::from_millis(cfg.freeze.timeout_ms),
-                max_sleep: Duration::from_millis(100),
-                priority: group_thread_priority(&plan),
-                cpus: Some(plan.writer_cpus.clone()),
+        self.writer = Some(writer);
+        self.env = Some(Arc::clone(&env));
+        for (i, g) in plan.groups.iter().enumerate() {
+            let ex = Arc::clone(self.executor.as_ref().expect("a hierarchy for groups"));
+            let target = Target {
+                index: i,
+                name: g.name.clone(),
+                cgroup: Some(Cgroup {
+                    group: self.groups[i].group.clone(),
+                    executor: ex,
+                }),
+                reporter: Some(GroupReporter::new(Arc::clone(&self.health), i)),
+                freeze_bell: freeze_bells[i].clone(),
+                blind_bell: blind_bells[i].clone(),
+                request_lanes: plan.request_lanes.iter().map(|r| r.lane).collect(),
+                confine: g.guard_cpus.clone(),
+                yields: g.idle.is_some(),
+                sched_idle: Arc::clone(&self.groups[i].sched_idle),
             };
-            self.freezers.push(Freezer::spawn_reporting(
-                Arc::clone(&self.page),
-                plan.request_lanes.iter().map(|r| r.lane).collect(),
-                self.groups[i].group.clone(),
-                ex,
-                bell,
-                fopts,
-                Some(GroupReporter::new(Arc::clone(&self.health), i)),
-            )?);
+            let (d, said) = Driver::start(&env, target, g.mode, &cfg.freeze, &cfg.auto)?;
+            said.into_iter().for_each(log);
+            for t in d.active().tids() {
+                env.own.add(t);
+            }
+            self.drivers.push(d);
         }
-        self.start_blind(&plan)?;
         Ok(())
     }
 
-    /// Blind isolation for the groups in mode `blind`, over every online
-    /// CPU, reading the writer's per-CPU slots.
-    fn start_blind(&mut self, plan: &Plan) -> Result<(), DaemonError> {
+    /// The knobs' costs here (`crate::protection::costs`), measured for
+    /// the modes the groups may run.
+    fn knob_costs(&self, plan: &Plan, writer: &LcWriterHandle) -> KnobCosts {
+        use crate::protection::costs;
         let cfg = &plan.config;
-        let blind: Vec<usize> = (0..plan.groups.len())
-            .filter(|&i| plan.groups[i].mode == Mode::Blind)
-            .collect();
-        if blind.is_empty() {
-            return Ok(());
-        }
-        let slots = self
-            .writer
-            .as_ref()
-            .map(|w| w.slots().clone())
-            .ok_or_else(|| DaemonError::thread("blind isolation", "no LC signal writer"))?;
-        let cpus = elfen_topo::Topology::detect()
-            .map_err(|e| DaemonError::thread("blind isolation", e.to_string()))?
-            .cpus();
-        for i in blind {
-            let ex = Arc::clone(self.executor.as_ref().expect("a hierarchy for blind"));
-            let opts = BlindOptions {
-                buffer_cores: cfg.blind.buffer_cores,
-                grow_hold: Duration::from_micros(cfg.blind.grow_hold_us),
-                poll: Duration::from_micros(cfg.blind.poll_us),
-                priority: group_thread_priority(plan),
-                thread_cpus: Some(plan.writer_cpus.clone()),
+        let rungs: Vec<Mode> = plan.groups.iter().flat_map(|g| g.rungs.clone()).collect();
+        let dynamic = rungs
+            .iter()
+            .any(|m| matches!(m, Mode::Guard | Mode::Freeze | Mode::Blind));
+        let mut c = KnobCosts::default();
+        if dynamic {
+            let (req, bat) = (
+                plan.request_lanes[0].cpu,
+                plan.batch_lanes
+                    .first()
+                    .map_or(plan.writer_cpus[0], |b| b.cpu),
+            );
+            c.wake_ns = match costs::wake_ns(req, bat, cfg.writer_priority()) {
+                Ok(ns) => ns,
+                Err(e) => {
+                    log(format!(
+                        "the charge of a wake-up could not be measured ({e}): {} µs assumed",
+                        costs::WAKE_FALLBACK_NS / 1000
+                    ));
+                    costs::WAKE_FALLBACK_NS
+                }
             };
-            let group = self.groups[i].group.clone();
-            self.blinds.push(Blind::spawn_reporting(
-                Arc::clone(&self.page),
-                slots.clone(),
-                cpus.clone(),
-                group,
-                ex,
-                opts,
-                Some(GroupReporter::new(Arc::clone(&self.health), i)),
-            )?);
         }
-        Ok(())
+        c.edge_ns = if !writer.is_bpf() {
+            cfg.signal.poll_interval_us * 1000
+        } else if cfg.signal.announce_wakeups {
+            0
+        } else {
+            c.wake_ns
+        };
+        let ex = self.executor.as_ref();
+        for (i, g) in plan.groups.iter().enumerate() {
+            let Some(ex) = ex else { break };
+            if g.rungs.contains(&Mode::Freeze) && c.freeze_ns.is_none() {
+                match costs::freeze_ns(ex, &self.groups[i].group) {
+                    Ok((f, t)) => {
+                        c.freeze_ns = Some(f);
+                        c.thaw_ns = Some(t);
+                    }
+                    Err(e) => log(format!(
+                        "batch {}: a freeze could not be timed ({e}): freeze is judged unknown",
+                        g.name
+                    )),
+                }
+            }
+            if g.rungs.contains(&Mode::Blind) && c.cpuset_ns.is_none() {
+                let all: Vec<u32> = elfen_topo::Topology::detect()
+                    .map(|t| t.cpus())
+                    .unwrap_or_default();
+                let base = g.confine.clone().unwrap_or_else(|| all.clone());
+                match costs::cpuset_ns(ex, &self.groups[i].group, &base, &all) {
+                    Ok(ns) => c.cpuset_ns = Some(ns),
+                    Err(e) => log(format!(
+                        "batch {}: a cpuset write could not be timed ({e}): blind is judged unknown",
+                        g.name
+                    )),
+                }
+            }
+        }
+        c
     }
 
     /// The plan.
@@ -439,9 +582,14 @@ impl Daemon {
         self.writer.as_ref()
     }
 
-    /// The guards.
-    pub fn guards(&self) -> &[GuardHandle] {
-        &self.guards
+    /// What the groups' protections act through (`None` before start).
+    pub fn env(&self) -> Option<&Arc<Env>> {
+        self.env.as_ref()
+    }
+
+    /// Each group's protection now.
+    pub fn modes(&self) -> Vec<DriverState> {
+        self.drivers.iter().map(Driver::state).collect()
     }
 
     /// The batch groups.
@@ -476,6 +624,25 @@ impl Daemon {
             }
         }
         let mut out: Vec<String> = notices.iter().map(|n| n.to_string()).collect();
+        let mut refused = None;
+        for d in &mut self.drivers {
+            match d.tick() {
+                Ok(said) => out.extend(said),
+                Err(e) => {
+                    refused.get_or_insert(e);
+                }
+            }
+        }
+        self.note_own_threads();
+        if let Some(ex) = &self.executor {
+            let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+            for (i, g) in self.groups.iter_mut().enumerate() {
+                // a mode that wants SCHED_IDLE (idle as a fallback): at once
+                if g.sched_idle.load(Relaxed) {
+                    g.idle_threads(&ex, Some((&self.health, i)));
+                }
+            }
+        }
         if let Some(iso) = &self.isolation {
             out.extend(iso.messages());
         }
@@ -516,8 +683,13 @@ impl Daemon {
         self.fall_back();
         out.extend(self.failure_log.lines(&self.health));
         let lost = self.newly_lost(&mut out);
+        self.publish_modes();
         self.update_metrics();
         self.publish_health();
+        if let Some(e) = refused {
+            out.into_iter().for_each(log);
+            return Err(e);
+        }
         match self.ended(lost) {
             Some(e) => {
                 // said before the error ends the run
@@ -541,22 +713,75 @@ impl Daemon {
                 _ => DaemonError::thread("lc writer", "stopped"),
             });
         }
-        if self.guards.iter().any(|g| !g.is_running()) {
-            return Some(DaemonError::thread("guard", "a guard thread ended"));
-        }
         if self.isolation.as_ref().is_some_and(|i| !i.is_running()) {
             return Some(DaemonError::thread(
                 "memory or I/O isolation",
                 "its thread ended",
             ));
         }
-        if self.freezers.iter().any(|f| !f.is_running()) {
-            return Some(DaemonError::thread("freezer", "a freezer thread ended"));
-        }
-        if self.blinds.iter().any(|b| !b.is_running()) {
-            return Some(DaemonError::thread("blind isolation", "its thread ended"));
+        if let Some(d) = self.drivers.iter().find(|d| !d.is_running()) {
+            return Some(DaemonError::thread(
+                d.active().mode().name(),
+                format!("a thread of batch group {}'s protection ended", d.index()),
+            ));
         }
         None
+    }
+
+    /// The threads the protections run now, for blind isolation's count
+    /// of idle CPUs.
+    fn note_own_threads(&self) {
+        let Some(env) = &self.env else { return };
+        for d in &self.drivers {
+            for t in d.active().tids() {
+                env.own.add(t);
+            }
+        }
+    }
+
+    /// Each driver's state into the health record (`elfen status`).
+    fn publish_modes(&self) {
+        let hold = self.env.as_ref().map(|e| e.hold());
+        for d in &self.drivers {
+            let st = d.state();
+            let p = elfen_ops::health::ProtectionState {
+                active: st.active.name().to_string(),
+                switches: st.switches,
+                last_switch: st.last_switch.clone(),
+                fit: st
+                    .verdict
+                    .as_ref()
+                    .map(|v| format!("{} {}: {}", v.mode, v.state.word(), v.reason)),
+                contention_pct: st.contention.map(|c| c * 100.0),
+                hold_us: (st.active == Mode::Guard).then(|| hold.unwrap_or(0) as f64 / 1e3),
+            };
+            self.health.set_protection(d.index(), p);
+        }
+    }
+
+    /// The daemon's CPU so far, split: its own work, the occupation that
+    /// is the protection, lane time held through idle gaps (ns).
+    pub fn cpu(&self) -> DaemonCpu {
+        let me = std::process::id();
+        let cpu = |t: u32| elfen_cmd::proc::thread_schedstat(me, t).map_or(0, |s| s.on_cpu_ns);
+        let mut tids: Vec<u32> = self.writer.iter().map(LcWriterHandle::tid).collect();
+        tids.push(self.upkeep_tid);
+        if let Some(env) = &self.env {
+            tids.extend(env.guard_tids());
+        }
+        for d in &self.drivers {
+            tids.extend(d.active().tids());
+        }
+        tids.sort_unstable();
+        tids.dedup();
+        let total: u64 = tids.into_iter().map(cpu).sum::<u64>()
+            + self.env.as_ref().map_or(0, |e| e.retired_cpu_ns());
+        let (occupied_ns, held_ns) = self.env.as_ref().map_or((0, 0), |e| e.spin_ns());
+        DaemonCpu {
+            own_ns: total.saturating_sub(occupied_ns).saturating_sub(held_ns),
+            occupied_ns,
+            held_ns,
+        }
     }
 
     /// A freeze or blind-isolation group whose freezes or cpuset writes
@@ -649,22 +874,23 @@ impl Daemon {
     fn update_metrics(&self) {
         let Some(m) = &self.metrics else { return };
         let guards = self
-            .guards
-            .iter()
-            .map(|g| GuardCounts {
-                lane: g.lane(),
-                cpu: self.page.read_controller(g.lane()).map_or(0, |c| c.cpu),
-                occupations: g.occupations(),
-                occupied_ns: g.occupied_ns(),
-            })
-            .collect();
+            .env
+            .as_ref()
+            .map(|e| e.guard_counts())
+            .unwrap_or_default();
         let (events, reconciled) = self.writer.as_ref().map_or((0, 0), |w| {
             let s = w.stats();
             (s.events.load(Relaxed), s.reconciled.load(Relaxed))
         });
         let repaired = self.recovered.actions.len() as u64;
         let restarts = self.lc_restarts;
-        let cpuset_changes = self.blinds.iter().map(BlindHandle::cpuset_changes).sum();
+        let cpuset_changes = self
+            .drivers
+            .iter()
+            .filter(|d| d.active().mode() == Mode::Blind)
+            .map(|d| d.active().cost().cycles)
+            .sum::<u64>()
+            + self.withdrawn_cpuset_changes();
         let h = self.health.snapshot();
         let mut knob_failures = Vec::new();
         for (i, g) in h.groups.iter().enumerate() {
@@ -680,6 +906,27 @@ impl Daemon {
             }
         }
         let groups = h.groups.iter().map(|g| (g.name.clone(), g.state)).collect();
+        let modes = self
+            .drivers
+            .iter()
+            .map(|d| {
+                let st = d.state();
+                ModeState {
+                    group: st.group.clone(),
+                    rungs: self.plan.groups[d.index()].rungs.clone(),
+                    active: st.active,
+                    switches: st.switches,
+                    fits: st.verdict.as_ref().map(|v| (v.mode, v.state)),
+                    contention: st.contention,
+                }
+            })
+            .collect();
+        let cpu = self.cpu();
+        let hold_ns = self.env.as_ref().map_or(0, |e| e.hold());
+        let (periods, busy) = self.writer.as_ref().map_or((0, Default::default()), |w| {
+            let b = w.profile().busy.snapshot();
+            (b.count, b)
+        });
         let isolation = self
             .isolation
             .as_ref()
@@ -696,7 +943,23 @@ impl Daemon {
             s.repaired = repaired;
             s.knob_failures = knob_failures;
             s.groups = groups;
+            s.modes = modes;
+            s.cpu = cpu;
+            s.hold_ns = hold_ns;
+            s.busy_periods = periods;
+            s.busy = busy;
         });
+    }
+
+    /// cpuset writes of blind isolation that was withdrawn (switches).
+    fn withdrawn_cpuset_changes(&self) -> u64 {
+        self.withdrawn
+            .iter()
+            .map(|w| match w {
+                Withdrawn::Blind(b) => b.cpuset_changes,
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Gives everything back: thaws (freezers), ends the LC lines' open
@@ -712,21 +975,43 @@ impl Daemon {
         let _ = self.page.set_heartbeat_stale(0);
         let _ = self.page.set_control(elfen_shm::KillMode::Unmanaged);
         let mut r = ShutdownReport {
+            modes: self.modes(),
             isolation: self
                 .isolation
                 .take()
                 .map(Isolation::stop)
                 .unwrap_or_default(),
-            freezers: self.freezers.drain(..).map(FreezerHandle::stop).collect(),
-            blind: self.blinds.drain(..).map(BlindHandle::stop).collect(),
             ..ShutdownReport::default()
         };
+        // The writer first: its LC lines end their open requests, so a
+        // guard occupying its lane lets go.
         match self.writer.take().map(LcWriterHandle::stop) {
             Some(Ok(w)) => r.writer = Some(w),
             Some(Err(e)) => r.writer_error = Some(e.to_string()),
             None => {}
         }
-        r.guards = self.guards.drain(..).map(GuardHandle::stop).collect();
+        if let Some(h) = self.env.as_ref().and_then(|e| e.writer_hold.as_deref()) {
+            r.writer_hold = Some((
+                h.occupied_ns.load(Relaxed),
+                h.held_ns.load(Relaxed),
+                h.spins.load(Relaxed),
+                h.caught.load(Relaxed),
+            ));
+        }
+        // Freezers thaw and blind isolation gives every CPU back as they
+        // stop; guards stop with the last group that guards.
+        let mut withdrawn = std::mem::take(&mut self.withdrawn);
+        for d in self.drivers.drain(..) {
+            withdrawn.extend(d.stop());
+        }
+        for w in withdrawn {
+            match w {
+                Withdrawn::Guards(g) => r.guards.extend(g),
+                Withdrawn::Freezer(f) => r.freezers.push(f),
+                Withdrawn::Blind(b) => r.blind.push(b),
+                Withdrawn::Nothing => {}
+            }
+        }
         {
             let ex = self
                 .executor
@@ -745,6 +1030,20 @@ impl Daemon {
         let _ = std::fs::remove_file(elfen_ops::health::health_path(self.page.path()));
         r
     }
+}
+
+/// The writer's hold of its batch lane: where guards may run, the policy
+/// is borrow idle, and the writer has exactly one CPU, a batch lane (it
+/// then occupies that lane itself while it holds).
+fn writer_hold(plan: &Plan, may_guard: bool) -> Option<Hold> {
+    if !may_guard || plan.policy.kind != elfen_policy::PolicyKind::BorrowIdle {
+        return None;
+    }
+    let [cpu] = plan.writer_cpus.as_slice() else {
+        return None;
+    };
+    let b = plan.batch_lanes.iter().find(|b| b.cpu == *cpu)?;
+    Some(Hold::new(b.request_lane, *cpu))
 }
 
 /// `elfen daemon`: applies `plan`, keeps it until `stop` is set (the
@@ -771,8 +1070,17 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
     for l in d.isolation_started() {
         log(l);
     }
-    for g in d.guards() {
-        log(format!("guard: {}", g.describe()));
+    for m in d.modes() {
+        log(format!(
+            "batch {}: mode {}{}",
+            m.group,
+            m.configured,
+            if m.active == m.configured {
+                String::new()
+            } else {
+                format!(" ({} now)", m.active)
+            }
+        ));
     }
     if let Some(a) = d.metrics_addr() {
         log(format!("metrics at http://{a}/metrics"));

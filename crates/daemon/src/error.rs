@@ -71,6 +71,22 @@ pub enum DaemonError {
         /// The group's path.
         path: String,
     },
+    /// A mode cannot follow the LC service and the configuration says to
+    /// refuse it (`[freeze] unfit = "refuse"`).
+    #[error(
+        "batch {name}: {mode} refused: it {reason}; everything was restored (set [freeze] \
+         unfit = \"fallback\" to run {fallback} instead, or \"warn\" to run it anyway)"
+    )]
+    Refused {
+        /// The batch group's name.
+        name: String,
+        /// The mode refused.
+        mode: String,
+        /// Why, with the figures.
+        reason: String,
+        /// The fallback the configuration names.
+        fallback: String,
+    },
     /// Launching a batch command failed.
     #[error("batch {name}: cannot start {program}: {source}")]
     Launch {

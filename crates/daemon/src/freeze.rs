@@ -33,8 +33,8 @@ use elfen_ops::health::DaemonKnob;
 use elfen_policy::{Decision, Observation, Policy, PolicyConfig};
 use elfen_shm::{Page, state};
 use serde::Serialize;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,8 @@ pub struct FreezeReport {
 #[derive(Debug)]
 pub struct FreezerHandle {
     worker: Worker<FreezeReport>,
+    tid: u32,
+    freezes: Arc<AtomicU64>,
 }
 
 /// A freezer thread (see the module docs).
@@ -117,7 +119,9 @@ impl Freezer {
             page.lc(l)?;
         }
         let b2 = Arc::clone(&bell);
-        let (worker, ()) = Worker::start(
+        let freezes = Arc::new(AtomicU64::new(0));
+        let f2 = Arc::clone(&freezes);
+        let (worker, tid) = Worker::start(
             "elfen-freezer",
             Some(bell),
             move || {
@@ -131,19 +135,32 @@ impl Freezer {
                 }
                 let p = Policy::new(opts.policy)
                     .map_err(|e| DaemonError::thread("freezer", e.to_string()))?;
-                Ok((
-                    State::new(page, lanes, group, executor, p, opts, reporter),
-                    (),
-                ))
+                let mut st = State::new(page, lanes, group, executor, p, opts, reporter);
+                st.freezes = f2;
+                Ok((st, elfen_cmd::proc::gettid()))
             },
             move |mut f, stop| f.run(&b2, stop),
             FreezeReport::default,
         )?;
-        Ok(FreezerHandle { worker })
+        Ok(FreezerHandle {
+            worker,
+            tid,
+            freezes,
+        })
     }
 }
 
 impl FreezerHandle {
+    /// The freezer thread's id.
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+
+    /// Freezes requested so far.
+    pub fn freezes(&self) -> u64 {
+        self.freezes.load(Relaxed)
+    }
+
     /// Stops the freezer (thawing the group) and returns its report.
     pub fn stop(self) -> FreezeReport {
         self.worker.stop().unwrap_or_default()
@@ -165,6 +182,8 @@ struct State {
     opts: FreezeOptions,
     reporter: Option<GroupReporter>,
     frozen: bool,
+    /// Freezes requested (read while running).
+    freezes: Arc<AtomicU64>,
     /// A freeze requested and not yet seen done: when, and the busy edge.
     pending: Option<(Instant, u64)>,
     report: FreezeReport,
@@ -196,6 +215,7 @@ impl State {
             opts,
             reporter,
             frozen: false,
+            freezes: Arc::new(AtomicU64::new(0)),
             pending: None,
             freeze_h: latency_histogram(),
             thaw_h: latency_histogram(),
@@ -310,6 +330,7 @@ impl State {
         let group = self.group.clone();
         if frozen {
             self.report.freezes += 1;
+            self.freezes.fetch_add(1, Relaxed);
             match retry(|| ex.set(&group, Knob::Frozen(true))) {
                 Ok(_) => {
                     self.pending = Some((t0, edge_ns));

@@ -19,9 +19,15 @@
 //! test: while `KILL` is set it holds the lane (batch paused) until the
 //! switch clears, noticed at its next wake-up (a busy edge, or `max_sleep`).
 //!
-//! The loop: sleep on the bell until the writer rings it (each write of
-//! the partner request lane's LC line) → if the lane is busy, `check()`
-//! (which spins until the policy says run) → sleep again. While a budget
+//! The loop: sleep on the bell until the writer rings it (a busy edge of
+//! the partner request lane) → if the lane is busy, `check()` (which spins
+//! until the policy says run) → **hold**: with borrow idle and a hold set,
+//! stay on the lane, watching the LC line, until the hold has passed since
+//! the lane's last idle edge ([`crate::writer::LaneEdges`]); a busy edge
+//! meanwhile is occupied again at once, without a wake-up → sleep again.
+//! The hold's time is counted apart from the occupation (lane time the
+//! batch did not get). `crate::protection::fit::hold_ns` says how long a
+//! gap is worth holding. While a budget
 //! policy co-runs, every check is a slow path and the budget runs out with
 //! time alone, so the guard sleeps only until the budget should expire:
 //! the LC line's `busy_since` + the budget (then `recheck`), and checks.
@@ -29,6 +35,7 @@
 use crate::bell::Bell;
 use crate::error::DaemonError;
 use crate::worker::Worker;
+use crate::writer::LaneEdges;
 use elfen_cmd::proc::{SchedClass, gettid, set_sched};
 use elfen_runtime::{BatchOptions, BatchStats, BatchThread, NapChoice};
 use elfen_shm::{Page, state};
@@ -40,7 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 /// How a guard runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct GuardOptions {
     /// SCHED_FIFO priority (1..=99).
     pub priority: u8,
@@ -49,6 +56,10 @@ pub struct GuardOptions {
     pub recheck: Option<Duration>,
     /// The longest sleep (how soon a kill switch or a stop is noticed).
     pub max_sleep: Duration,
+    /// The hold, ns (shared: the daemon may change it while the guard
+    /// runs; 0 or `None`: no hold), and the request lanes' idle edges it
+    /// is counted from.
+    pub hold: Option<(Arc<AtomicU64>, Arc<LaneEdges>)>,
 }
 
 impl Default for GuardOptions {
@@ -57,6 +68,7 @@ impl Default for GuardOptions {
             priority: crate::config::DEFAULT_GUARD_PRIORITY,
             recheck: None,
             max_sleep: Duration::from_millis(100),
+            hold: None,
         }
     }
 }
@@ -105,6 +117,24 @@ impl std::fmt::Display for LatencySummary {
     }
 }
 
+/// `CLOCK_MONOTONIC` now, ns.
+pub(crate) fn monotonic_now_ns() -> u64 {
+    elfen_shm::clock::monotonic_ns()
+}
+
+/// The calling thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`):
+/// what spinning costs, which wall time overstates when the CPU is taken
+/// away meanwhile (interrupts, a host's pauses, steal).
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// A histogram of 1 ns .. 10 s with 3 significant digits.
 pub(crate) fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds")
@@ -121,6 +151,10 @@ pub struct GuardReport {
     pub occupations: u64,
     /// Time spent occupying, ns.
     pub occupied_ns: u64,
+    /// Time spent holding the lane through idle gaps, ns.
+    pub held_ns: u64,
+    /// Busy edges occupied while holding (no wake-up needed).
+    pub caught: u64,
     /// Wake-ups of the guard.
     pub wakes: u64,
     /// From the context switch that made the request lane busy (the
@@ -139,8 +173,20 @@ pub struct GuardHandle {
     tid: u32,
     lane: u32,
     describe: String,
+    counters: Counters,
+}
+
+/// The counters a guard updates while it runs.
+#[derive(Debug, Clone, Default)]
+struct Counters {
     occupations: Arc<AtomicU64>,
     occupied_ns: Arc<AtomicU64>,
+    held_ns: Arc<AtomicU64>,
+    /// CPU time spent occupying (the part of the guard's CPU that is the
+    /// protection), ns.
+    occupied_cpu_ns: Arc<AtomicU64>,
+    /// CPU time spent holding through gaps, ns.
+    held_cpu_ns: Arc<AtomicU64>,
 }
 
 /// A guard thread (see the module docs).
@@ -157,19 +203,19 @@ impl Guard {
         bell: Arc<Bell>,
         opts: GuardOptions,
     ) -> Result<GuardHandle, DaemonError> {
-        let occupations = Arc::new(AtomicU64::new(0));
-        let occupied_ns = Arc::new(AtomicU64::new(0));
-        let counters = (Arc::clone(&occupations), Arc::clone(&occupied_ns));
+        let counters = Counters::default();
+        let c2 = counters.clone();
         let b2 = Arc::clone(&bell);
+        let o2 = opts.clone();
         let (worker, (tid, describe)) = Worker::start(
             &format!("elfen-guard-{lane}"),
             Some(bell),
             move || {
-                let bt = attach(page, lane, opts)?;
+                let bt = attach(page, lane, &o2)?;
                 let info = (gettid(), bt.describe());
                 Ok((bt, info))
             },
-            move |mut bt, stop| run(&mut bt, &b2, opts, stop, &counters),
+            move |mut bt, stop| run(&mut bt, &b2, &opts, stop, &c2),
             GuardReport::default,
         )?;
         Ok(GuardHandle {
@@ -177,13 +223,12 @@ impl Guard {
             tid,
             lane,
             describe,
-            occupations,
-            occupied_ns,
+            counters,
         })
     }
 }
 
-fn attach(page: Arc<Page>, lane: u32, opts: GuardOptions) -> Result<BatchThread, DaemonError> {
+fn attach(page: Arc<Page>, lane: u32, opts: &GuardOptions) -> Result<BatchThread, DaemonError> {
     let bt = BatchThread::attach(page, lane, BatchOptions::default().nap(NapChoice::Spin))?;
     set_sched(0, SchedClass::Fifo(opts.priority)).map_err(|e| {
         DaemonError::os(
@@ -218,24 +263,68 @@ fn budget_sleep(bt: &BatchThread, opts: &GuardOptions) -> Duration {
     if left.is_zero() { recheck } else { left }.min(opts.max_sleep)
 }
 
+/// Holds the lane after an occupation (borrow idle, LC idle now): spins
+/// until the hold has passed since the request lane's last idle edge, or
+/// the lane is busy again (returns true: occupy again at once).
+fn hold(
+    bt: &BatchThread,
+    word: &std::sync::atomic::AtomicU64,
+    opts: &GuardOptions,
+    stop: &AtomicBool,
+    c: &Counters,
+) -> bool {
+    let Some((hold, edges)) = &opts.hold else {
+        return false;
+    };
+    let h = hold.load(Relaxed);
+    if h == 0 || bt.policy().kind != elfen_policy::PolicyKind::BorrowIdle {
+        return false;
+    }
+    let until = edges.idle_since(bt.request_lane()).saturating_add(h);
+    let t0 = elfen_shm::clock::monotonic_ns();
+    let mut now = t0;
+    let mut busy = state::busy(word.load(Acquire));
+    if busy || now >= until {
+        return busy;
+    }
+    let cpu0 = thread_cpu_ns();
+    while !busy && now < until && !stop.load(Relaxed) {
+        std::hint::spin_loop();
+        busy = state::busy(word.load(Acquire));
+        now = elfen_shm::clock::monotonic_ns();
+    }
+    c.held_ns.fetch_add(now - t0, Relaxed);
+    c.held_cpu_ns
+        .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
+    busy
+}
+
 fn run(
     bt: &mut BatchThread,
     bell: &Bell,
-    opts: GuardOptions,
+    opts: &GuardOptions,
     stop: &AtomicBool,
-    (occupations, occupied_ns): &(Arc<AtomicU64>, Arc<AtomicU64>),
+    c: &Counters,
 ) -> GuardReport {
     let mut hist = latency_histogram();
     let mut wakes = 0u64;
+    let mut caught = 0u64;
     let watch = bt.watch_word();
     let page = Arc::clone(bt.page());
     // SAFETY: the word lives in bt's page mapping, alive as long as bt.
     let word = unsafe { &*watch };
     let mut sleep = opts.max_sleep;
     let mut killed_ns = 0u64;
+    // a busy edge caught while holding: occupy without sleeping first
+    let mut again = false;
     loop {
-        bell.wait(sleep);
-        wakes += 1;
+        if again {
+            caught += 1;
+        } else {
+            bell.wait(sleep);
+            wakes += 1;
+        }
+        again = false;
         if stop.load(Relaxed) {
             break;
         }
@@ -244,12 +333,15 @@ fn run(
             // reads the control word, so the guard holds the lane itself
             // until the switch clears (or the daemon stops).
             let t0 = elfen_shm::clock::monotonic_ns();
-            occupations.fetch_add(1, Relaxed);
+            let cpu0 = thread_cpu_ns();
+            c.occupations.fetch_add(1, Relaxed);
             while page.killed() && !stop.load(Relaxed) {
                 std::hint::spin_loop();
             }
             killed_ns += elfen_shm::clock::monotonic_ns() - t0;
-            occupied_ns.store(bt.stats().nap_ns + killed_ns, Relaxed);
+            c.occupied_cpu_ns
+                .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
+            c.occupied_ns.store(bt.stats().nap_ns + killed_ns, Relaxed);
             continue;
         }
         let s = word.load(Acquire);
@@ -260,19 +352,23 @@ fn run(
         }
         let woke_ns = elfen_shm::clock::monotonic_ns();
         let naps = bt.stats().naps;
+        let cpu0 = thread_cpu_ns();
         bt.check();
         let after = bt.stats();
         if after.naps > naps {
-            occupations.fetch_add(1, Relaxed);
-            occupied_ns.store(after.nap_ns + killed_ns, Relaxed);
+            c.occupied_cpu_ns
+                .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
+            c.occupations.fetch_add(1, Relaxed);
+            c.occupied_ns.store(after.nap_ns + killed_ns, Relaxed);
             let edge = bell.busy_event_ns();
             // a step-aside: woken by the busy edge, not by a budget's end
             if state::busy(s) && !co_running && edge > 0 && woke_ns >= edge {
                 let _ = hist.record((woke_ns - edge).max(1));
             }
+            again = hold(bt, word, opts, stop, c);
         }
         if state::busy(word.load(Acquire)) && bt.expected() == state::NEVER {
-            sleep = budget_sleep(bt, &opts);
+            sleep = budget_sleep(bt, opts);
         }
     }
     let stats = bt.stats();
@@ -281,6 +377,8 @@ fn run(
         cpu: bt.cpu(),
         occupations: stats.naps,
         occupied_ns: stats.nap_ns,
+        held_ns: c.held_ns.load(Relaxed),
+        caught,
         wakes,
         step_aside: LatencySummary::of(&hist),
         stats,
@@ -305,13 +403,27 @@ impl GuardHandle {
 
     /// Occupations so far.
     pub fn occupations(&self) -> u64 {
-        self.occupations.load(Relaxed)
+        self.counters.occupations.load(Relaxed)
     }
 
-    /// Time spent occupying the lane so far, ns (updated after each
-    /// occupation ends).
+    /// Time spent occupying the lane so far, ns (wall time, updated after
+    /// each occupation ends).
     pub fn occupied_ns(&self) -> u64 {
-        self.occupied_ns.load(Relaxed)
+        self.counters.occupied_ns.load(Relaxed)
+    }
+
+    /// Time spent holding the lane through idle gaps so far, ns (wall).
+    pub fn held_ns(&self) -> u64 {
+        self.counters.held_ns.load(Relaxed)
+    }
+
+    /// CPU time spent occupying and holding so far, ns: the part of the
+    /// guard's CPU that is the protection and the hold, not its own work.
+    pub fn spin_cpu_ns(&self) -> (u64, u64) {
+        (
+            self.counters.occupied_cpu_ns.load(Relaxed),
+            self.counters.held_cpu_ns.load(Relaxed),
+        )
     }
 
     /// Whether the thread still runs.

@@ -69,6 +69,7 @@ struct GroupLive {
     last_error: Mutex<[Option<String>; DaemonKnob::ALL.len()]>,
     lost: Mutex<Option<String>>,
     fallback: Mutex<Option<String>>,
+    protection: Mutex<Option<elfen_ops::health::ProtectionState>>,
 }
 
 fn slot(k: DaemonKnob) -> usize {
@@ -124,6 +125,7 @@ impl Health {
                     last_error: Mutex::new(Default::default()),
                     lost: Mutex::new(None),
                     fallback: Mutex::new(None),
+                    protection: Mutex::new(None),
                 })
                 .collect(),
             lc_ignored: AtomicU64::new(0),
@@ -177,6 +179,13 @@ impl Health {
     pub fn set_fallback(&self, g: usize, how: String) {
         if let Some(gl) = self.groups.get(g) {
             *gl.fallback.lock().unwrap_or_else(|p| p.into_inner()) = Some(how);
+        }
+    }
+
+    /// Records how group `g` is protected now (its driver's state).
+    pub fn set_protection(&self, g: usize, p: elfen_ops::health::ProtectionState) {
+        if let Some(gl) = self.groups.get(g) {
+            *gl.protection.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
         }
     }
 
@@ -283,6 +292,11 @@ impl Health {
                     state,
                     reason,
                     failures,
+                    protection: gl
+                        .protection
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone(),
                 }
             })
             .collect();
@@ -306,6 +320,12 @@ impl Health {
                 DaemonKnob::SchedIdle,
             ],
             Some(Mode::Guard | Mode::Idle) => &[DaemonKnob::SchedIdle],
+            Some(Mode::Auto) => &[
+                DaemonKnob::Freeze,
+                DaemonKnob::Thaw,
+                DaemonKnob::Cpuset,
+                DaemonKnob::SchedIdle,
+            ],
             _ => &[],
         }
     }
@@ -366,6 +386,8 @@ mod tests {
             confine: None,
             idle: None,
             cpu_yield: None,
+            rungs: vec![mode],
+            guard_cpus: None,
             iso: Default::default(),
         }
     }

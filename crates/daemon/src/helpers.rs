@@ -36,6 +36,14 @@ pub struct LcHelperArgs {
     /// Wait this long before the first burst, ms.
     #[arg(long, default_value_t = 0)]
     pub delay_ms: u64,
+    /// Busy periods of fixed work instead of fixed time: this many steps
+    /// of a pointer chase over `chase_kib` (so memory interference makes
+    /// them longer; `busy_us` is then ignored).
+    #[arg(long, default_value_t = 0)]
+    pub chase_steps: u64,
+    /// The pointer chase's working set, KiB.
+    #[arg(long, default_value_t = 4096)]
+    pub chase_kib: u64,
 }
 
 /// Arguments of `spin-helper`.
@@ -47,6 +55,10 @@ pub struct SpinHelperArgs {
     /// Run SCHED_IDLE.
     #[arg(long)]
     pub idle: bool,
+    /// Stream through this many MiB (memory-bound) instead of spinning
+    /// in registers.
+    #[arg(long, default_value_t = 0)]
+    pub stream_mib: u64,
 }
 
 fn prepare(cpu: Option<u32>, name: Option<&str>) -> anyhow::Result<()> {
@@ -84,8 +96,12 @@ pub fn lc_helper(a: &LcHelperArgs) -> anyhow::Result<()> {
     let end = (a.duration_ms > 0).then(|| Instant::now() + Duration::from_millis(a.duration_ms));
     let mut rng = rand::rng();
     let (lo, hi) = (a.idle_min_us, a.idle_max_us.max(a.idle_min_us));
+    let chase = (a.chase_steps > 0).then(|| Chase::new(a.chase_kib * 1024, &mut rng));
+    let mut at = 0usize;
     while end.is_none_or(|e| Instant::now() < e) {
-        if a.busy_us > 0 {
+        if let Some(c) = &chase {
+            at = c.walk(at, a.chase_steps);
+        } else if a.busy_us > 0 {
             spin_for(Duration::from_micros(a.busy_us));
         }
         std::thread::sleep(Duration::from_micros(rng.random_range(lo..=hi)));
@@ -99,7 +115,48 @@ pub fn spin_helper(a: &SpinHelperArgs) -> anyhow::Result<()> {
     if a.idle {
         set_sched(0, SchedClass::Idle)?;
     }
+    if a.stream_mib > 0 {
+        let mut buf = vec![0u64; (a.stream_mib as usize * 1024 * 1024) / 8];
+        let mut v = 0u64;
+        loop {
+            for x in buf.iter_mut() {
+                *x = v;
+            }
+            v = black_box(v.wrapping_add(1));
+        }
+    }
     loop {
         spin_for(Duration::from_secs(1));
+    }
+}
+
+/// A random cyclic pointer chase over a working set: each step one
+/// dependent load, so its time is the memory's latency.
+struct Chase {
+    next: Vec<usize>,
+}
+
+impl Chase {
+    /// A single cycle over `bytes` / 64 cache lines in random order.
+    fn new(bytes: u64, rng: &mut impl Rng) -> Chase {
+        let lines = (bytes / 64).max(2) as usize;
+        let mut order: Vec<usize> = (0..lines).collect();
+        for i in (1..lines).rev() {
+            order.swap(i, rng.random_range(0..=i));
+        }
+        // one u64 slot per cache line (stride 8 words)
+        let mut next = vec![0usize; lines * 8];
+        for w in 0..lines {
+            next[order[w] * 8] = order[(w + 1) % lines] * 8;
+        }
+        Chase { next }
+    }
+
+    /// `steps` dependent loads from slot `at`; returns where it ended.
+    fn walk(&self, mut at: usize, steps: u64) -> usize {
+        for _ in 0..steps {
+            at = black_box(self.next[at]);
+        }
+        at
     }
 }

@@ -54,6 +54,7 @@ pub mod lc;
 pub mod measure;
 pub mod metrics;
 pub mod plan;
+pub mod protection;
 pub mod units;
 pub mod worker;
 pub mod writer;

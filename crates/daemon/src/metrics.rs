@@ -44,6 +44,34 @@ pub struct KnobCount {
     pub failures: u64,
 }
 
+/// A batch group's protection, as exported.
+#[derive(Debug, Clone)]
+pub struct ModeState {
+    /// The group's name.
+    pub group: String,
+    /// The modes it may run.
+    pub rungs: Vec<crate::config::Mode>,
+    /// The one applied now.
+    pub active: crate::config::Mode,
+    /// Switches so far.
+    pub switches: u64,
+    /// The last verdict: which mode, and whether it fits.
+    pub fits: Option<(crate::config::Mode, crate::protection::fit::FitState)>,
+    /// `auto`: the last contention (co-run / solo − 1).
+    pub contention: Option<f64>,
+}
+
+/// The daemon's CPU so far, split three ways, ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DaemonCpu {
+    /// Its own work: its threads' CPU less the two below.
+    pub own_ns: u64,
+    /// Spinning on a batch lane while the LC was busy: the protection.
+    pub occupied_ns: u64,
+    /// Spinning through the LC's idle gaps: lane time batch did not get.
+    pub held_ns: u64,
+}
+
 /// What the daemon exports besides the page; updated at every tick.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -66,6 +94,16 @@ pub struct Snapshot {
     pub knob_failures: Vec<KnobCount>,
     /// Each batch group's state.
     pub groups: Vec<(String, GroupState)>,
+    /// Each batch group's protection.
+    pub modes: Vec<ModeState>,
+    /// The daemon's CPU, split.
+    pub cpu: DaemonCpu,
+    /// The guards' hold, ns.
+    pub hold_ns: u64,
+    /// LC busy periods the writer saw.
+    pub busy_periods: u64,
+    /// Their lengths.
+    pub busy: crate::protection::profile::HistSnapshot,
     /// Memory, I/O and egress isolation.
     pub isolation: crate::isolation::IsolationCounts,
     /// Seconds since the daemon started (set at each scrape).
@@ -181,45 +219,6 @@ pub const DAEMON_METRICS: &[MetricDesc] = &[
         samples: |s| one(Value::Int(s.lc_ignored)),
     },
     MetricDesc {
-        name: "elfen_cpuset_changes_total",
-        kind: Kind::Counter,
-        labels: &[],
-        help: "Blind isolation's writes of a batch group's cpuset",
-        samples: |s| one(Value::Int(s.cpuset_changes)),
-    },
-    MetricDesc {
-        name: "elfen_knob_failures_total",
-        kind: Kind::Counter,
-        labels: &["group", "knob"],
-        help: "Knob writes on a batch group that failed (after retries of transient errors); \
-               knob: freeze, thaw, cpuset, cpu_idle, sched_idle, move",
-        samples: |s| {
-            s.knob_failures
-                .iter()
-                .map(|k| {
-                    (
-                        vec![k.group.clone(), k.knob.name().to_string()],
-                        Value::Int(k.failures),
-                    )
-                })
-                .collect()
-        },
-    },
-    MetricDesc {
-        name: "elfen_batch_group_lost",
-        kind: Kind::Gauge,
-        labels: &["group"],
-        help: "1 when the batch group's cgroup was removed under the daemon",
-        samples: |s| per_group_state(s, GroupState::Lost),
-    },
-    MetricDesc {
-        name: "elfen_batch_group_degraded",
-        kind: Kind::Gauge,
-        labels: &["group"],
-        help: "1 while the batch group's knob writes fail or it is protected by a fallback",
-        samples: |s| per_group_state(s, GroupState::Degraded),
-    },
-    MetricDesc {
         name: "elfen_batch_kills_total",
         kind: Kind::Counter,
         labels: &["group"],
@@ -279,6 +278,170 @@ pub const DAEMON_METRICS: &[MetricDesc] = &[
             s.isolation
                 .egress_packets
                 .map_or(Vec::new(), |p| one(Value::Int(p)))
+        },
+    },
+    MetricDesc {
+        name: "elfen_cpuset_changes_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Blind isolation's writes of a batch group's cpuset",
+        samples: |s| one(Value::Int(s.cpuset_changes)),
+    },
+    MetricDesc {
+        name: "elfen_knob_failures_total",
+        kind: Kind::Counter,
+        labels: &["group", "knob"],
+        help: "Knob writes on a batch group that failed (after retries of transient errors); \
+               knob: freeze, thaw, cpuset, cpu_idle, sched_idle, move",
+        samples: |s| {
+            s.knob_failures
+                .iter()
+                .map(|k| {
+                    (
+                        vec![k.group.clone(), k.knob.name().to_string()],
+                        Value::Int(k.failures),
+                    )
+                })
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_batch_group_lost",
+        kind: Kind::Gauge,
+        labels: &["group"],
+        help: "1 when the batch group's cgroup was removed under the daemon",
+        samples: |s| per_group_state(s, GroupState::Lost),
+    },
+    MetricDesc {
+        name: "elfen_batch_group_degraded",
+        kind: Kind::Gauge,
+        labels: &["group"],
+        help: "1 while the batch group's knob writes fail or it is protected by a fallback",
+        samples: |s| per_group_state(s, GroupState::Degraded),
+    },
+    MetricDesc {
+        name: "elfen_protection_active",
+        kind: Kind::Gauge,
+        labels: &["group", "mode"],
+        help: "1 for the mode a batch group runs now, 0 for the other modes it may switch to",
+        samples: |s| {
+            s.modes
+                .iter()
+                .flat_map(|m| {
+                    m.rungs.iter().map(move |r| {
+                        (
+                            vec![m.group.clone(), r.name().to_string()],
+                            Value::Int(u64::from(*r == m.active)),
+                        )
+                    })
+                })
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_protection_switches_total",
+        kind: Kind::Counter,
+        labels: &["group"],
+        help: "Times a batch group's mode was switched (freeze's fallback, auto)",
+        samples: |s| {
+            s.modes
+                .iter()
+                .map(|m| (vec![m.group.clone()], Value::Int(m.switches)))
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_protection_fits",
+        kind: Kind::Gauge,
+        labels: &["group", "mode"],
+        help: "Whether the mode can follow the LC service's busy periods: 1 fits, 0 does not, \
+               -1 unknown (too few busy periods seen yet)",
+        samples: |s| {
+            use crate::protection::fit::FitState;
+            s.modes
+                .iter()
+                .map(|m| {
+                    let (mode, st) = m.fits.unwrap_or((m.active, FitState::Unknown));
+                    let v = match st {
+                        FitState::Fits => 1.0,
+                        FitState::Unfit => 0.0,
+                        FitState::Unknown => -1.0,
+                    };
+                    (
+                        vec![m.group.clone(), mode.name().to_string()],
+                        Value::Float(v),
+                    )
+                })
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_auto_contention_ratio",
+        kind: Kind::Gauge,
+        labels: &["group"],
+        help: "Mode auto: the LC's mean busy period with batch running over it with batch \
+               stepped aside, minus 1, in the last period (NaN until measured, and for the \
+               other modes)",
+        samples: |s| {
+            s.modes
+                .iter()
+                .map(|m| {
+                    (
+                        vec![m.group.clone()],
+                        Value::Float(m.contention.unwrap_or(f64::NAN)),
+                    )
+                })
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_daemon_cpu_seconds_total",
+        kind: Kind::Counter,
+        labels: &["part"],
+        help: "The daemon's threads' CPU time; part: own (its work: the writer, wake-ups, \
+               control), occupied (spinning on a batch lane while the LC is busy: the \
+               protection), held (spinning through the LC's idle gaps: lane time batch did not get)",
+        samples: |s| {
+            [
+                ("own", s.cpu.own_ns),
+                ("occupied", s.cpu.occupied_ns),
+                ("held", s.cpu.held_ns),
+            ]
+            .into_iter()
+            .map(|(p, ns)| (vec![p.to_string()], Value::Float(ns as f64 / 1e9)))
+            .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_guard_hold_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "How long guards (and the writer on its batch lane) stay on the lane through an \
+               idle gap of the LC",
+        samples: |s| one(Value::Float(s.hold_ns as f64 / 1e9)),
+    },
+    MetricDesc {
+        name: "elfen_lc_busy_periods_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "LC busy periods (on its request lanes) the writer saw end",
+        samples: |s| one(Value::Int(s.busy_periods)),
+    },
+    MetricDesc {
+        name: "elfen_lc_busy_period_seconds",
+        kind: Kind::Gauge,
+        labels: &["quantile"],
+        help: "The LC's busy periods since the start: quantiles 0.5, 0.9, 0.99",
+        samples: |s| {
+            [0.5, 0.9, 0.99]
+                .into_iter()
+                .map(|q| {
+                    (
+                        vec![q.to_string()],
+                        Value::Float(s.busy.quantile_ns(q) as f64 / 1e9),
+                    )
+                })
+                .collect()
         },
     },
     MetricDesc {

@@ -68,6 +68,10 @@ pub struct GroupPlan {
     /// A yielding group that is a group of the cpu controller: how it
     /// yields as a whole (its threads' SCHED_IDLE alone would not).
     pub cpu_yield: Option<CpuYield>,
+    /// The modes it may run (its mode; freeze's fallback; auto's ladder).
+    pub rungs: Vec<Mode>,
+    /// The cpuset guard mode confines it to, when it may guard.
+    pub guard_cpus: Option<Vec<u32>>,
     /// Its memory, I/O and egress isolation.
     pub iso: crate::isolation::plan::GroupIso,
 }
@@ -177,7 +181,7 @@ impl Plan {
         let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();
         for (i, b) in config.batch.iter().enumerate() {
-            let mut g = group_plan(i, b, &hierarchy, &batch_cpus, &mut notes)?;
+            let mut g = group_plan(config, i, b, &hierarchy, &batch_cpus, &mut notes)?;
             crate::isolation::plan::resolve_group(
                 i, b, &hierarchy, &mut g, &isolation, &mut notes,
             )?;
@@ -253,6 +257,18 @@ impl Plan {
                 ),
             };
             s += &format!("batch {}: mode {}, {what}", g.name, g.mode.name());
+            if g.rungs.len() > 1 {
+                let names: Vec<&str> = g.rungs.iter().map(|m| m.name()).collect();
+                s += &format!(
+                    ", {} {}",
+                    if g.mode == Mode::Auto {
+                        "ladder"
+                    } else {
+                        "modes"
+                    },
+                    names.join(" → ")
+                );
+            }
             if let Some(c) = &g.confine {
                 s += &format!(", cpuset {}", cpus(c));
             }
@@ -629,6 +645,24 @@ fn check_privileges(config: &Config) -> Result<(), ConfigError> {
         return Ok(());
     }
     for (i, b) in config.batch.iter().enumerate() {
+        if b.mode == Mode::Auto {
+            return Err(err(
+                format!("batch[{i}].mode"),
+                format!(
+                    "auto has no knob it may use here: its ladder ({}) needs root — cgroups for \
+                     the group's yield, its confinement and the freeze that steps the batch \
+                     aside for its measurements, SCHED_FIFO for guards, the freezer and blind \
+                     isolation",
+                    config
+                        .auto
+                        .ladder
+                        .iter()
+                        .map(|m| m.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
         if b.mode != Mode::Cooperative || b.confined() {
             return Err(err(
                 format!("batch[{i}].mode"),
@@ -779,6 +813,7 @@ fn busy_ancestors(h: &Hierarchy, path: &GroupPath) -> Vec<String> {
 }
 
 fn group_plan(
+    config: &Config,
     i: usize,
     b: &crate::config::BatchSection,
     h: &Hierarchy,
@@ -786,20 +821,35 @@ fn group_plan(
     notes: &mut Vec<String>,
 ) -> Result<GroupPlan, ConfigError> {
     let f = |k: &str| format!("batch[{i}].{k}");
+    let rungs = b.mode.rungs(config);
+    let may_guard = rungs.contains(&Mode::Guard);
     let idle = match (b.mode, b.idle_method) {
-        (Mode::Guard | Mode::Idle, IdleMethod::Auto) => Some(if h.layout() == Layout::V2 {
-            IdleMethod::CpuIdle
-        } else {
-            IdleMethod::SchedIdle
-        }),
-        (Mode::Guard | Mode::Idle, m) => Some(m),
+        (Mode::Guard | Mode::Idle | Mode::Auto, IdleMethod::Auto) => {
+            Some(if h.layout() == Layout::V2 {
+                IdleMethod::CpuIdle
+            } else {
+                IdleMethod::SchedIdle
+            })
+        }
+        (Mode::Guard | Mode::Idle | Mode::Auto, m) => Some(m),
         _ => None,
     };
+    if b.mode == Mode::Auto && !h.supports(Controller::Freezer) {
+        return Err(err(
+            f("mode"),
+            "auto steps the batch aside with the freezer to measure contention (its A/B), and \
+             no freezer is offered here (cgroup v1 freezer or v2 cgroup.freeze)",
+        ));
+    }
     let mut controllers = Vec::new();
-    if matches!(b.mode, Mode::Freeze | Mode::Blind) {
+    if b.mode == Mode::Auto
+        || rungs
+            .iter()
+            .any(|m| matches!(m, Mode::Freeze | Mode::Blind))
+    {
         controllers.push(Controller::Freezer);
     }
-    if b.confined() || b.mode == Mode::Blind {
+    if b.confined() || may_guard || rungs.contains(&Mode::Blind) {
         controllers.push(Controller::Cpuset);
     }
     if idle == Some(IdleMethod::CpuIdle) {
@@ -924,6 +974,8 @@ fn group_plan(
         confine: b.confined().then(|| batch_cpus.to_vec()),
         idle,
         cpu_yield,
+        guard_cpus: may_guard.then(|| batch_cpus.to_vec()),
+        rungs,
         iso: Default::default(),
     })
 }

@@ -100,8 +100,32 @@ pub struct KnobFailures {
     pub last_error: String,
 }
 
+/// How a batch group is protected now: the mode applied (a fallback's, or
+/// the one `auto` chose), its switches, whether its mode fits the service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtectionState {
+    /// The mode applied now.
+    pub active: String,
+    /// Switches so far.
+    pub switches: u64,
+    /// The last switch, with its reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_switch: Option<String>,
+    /// The verdict on whether a mode can follow the LC service: the mode,
+    /// `fits`, `UNFIT` or `unknown`, and the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<String>,
+    /// `auto`: the last contention measured (co-run / solo − 1), %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention_pct: Option<f64>,
+    /// The guards' hold through idle gaps, µs (guard mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_us: Option<f64>,
+}
+
 /// One batch group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroupHealth {
     /// Its name in the configuration.
@@ -118,10 +142,13 @@ pub struct GroupHealth {
     /// Knobs whose writes failed.
     #[serde(default)]
     pub failures: Vec<KnobFailures>,
+    /// How it is protected now (absent from a daemon that did not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<ProtectionState>,
 }
 
 /// The daemon's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonHealth {
     /// [`HEALTH_SCHEMA`].
@@ -221,6 +248,14 @@ mod tests {
                     count: 3,
                     last_error: "ENOENT".into(),
                 }],
+                protection: Some(ProtectionState {
+                    active: "idle".into(),
+                    switches: 1,
+                    last_switch: Some("freeze → idle: …".into()),
+                    fit: Some("freeze UNFIT: cannot follow …".into()),
+                    contention_pct: None,
+                    hold_us: None,
+                }),
             }],
         }
     }

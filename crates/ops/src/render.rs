@@ -132,14 +132,36 @@ fn daemon_health(o: &mut String, s: &PageStatus) {
                 what += &format!(" (last: {last})");
             }
         }
-        rows.push(vec![
-            format!("  {}", g.name),
-            g.mode.clone(),
-            g.path.clone(),
-            what,
-        ]);
+        let mode = match &g.protection {
+            Some(p) if p.active != g.mode => format!("{} ({})", g.mode, p.active),
+            _ => g.mode.clone(),
+        };
+        rows.push(vec![format!("  {}", g.name), mode, g.path.clone(), what]);
     }
     left_table(o, &rows);
+    for g in &h.groups {
+        let Some(p) = &g.protection else { continue };
+        let mut parts = Vec::new();
+        if let Some(f) = &p.fit {
+            parts.push(f.clone());
+        }
+        if let Some(c) = p.contention_pct {
+            parts.push(format!("contention {c:+.1} %"));
+        }
+        if let Some(h) = p.hold_us {
+            parts.push(format!("hold {h:.0} µs"));
+        }
+        if p.switches > 0 {
+            parts.push(format!(
+                "{} switches; last: {}",
+                p.switches,
+                p.last_switch.as_deref().unwrap_or("-")
+            ));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(o, "  {}: {}", g.name, parts.join("; "));
+        }
+    }
     if h.lc_ignored > 0 {
         let _ = writeln!(
             o,

@@ -53,11 +53,15 @@ pub enum Config {
     RefreshBudget,
     /// Elfen dynamic refresh (Figure 9d).
     DynamicRefresh,
+    /// The daemon's `auto` mode: unmodified batch at `SCHED_IDLE` on the
+    /// batch lanes, its protection chosen and re-checked from the LC's
+    /// busy periods with batch running vs stepped aside (HIS).
+    Auto,
 }
 
 impl Config {
     /// Every configuration, in the order tables and plots show them.
-    pub const ALL: [Config; 14] = [
+    pub const ALL: [Config; 15] = [
         Config::LcAlone,
         Config::Naive,
         Config::SchedIdle,
@@ -72,6 +76,7 @@ impl Config {
         Config::FixedBudget,
         Config::RefreshBudget,
         Config::DynamicRefresh,
+        Config::Auto,
     ];
 
     /// The snake_case name used on command lines, in configs and in JSON.
@@ -91,6 +96,7 @@ impl Config {
             Config::FixedBudget => "fixed_budget",
             Config::RefreshBudget => "refresh_budget",
             Config::DynamicRefresh => "dynamic_refresh",
+            Config::Auto => "auto",
         }
     }
 
@@ -130,11 +136,15 @@ impl Config {
     }
 
     /// The daemon's modes for unmodified batch programs (`cpu_idle`,
-    /// `guard`, `freeze`, `blind_isolation`).
+    /// `guard`, `freeze`, `blind_isolation`, `auto`).
     pub fn is_daemon_mode(self) -> bool {
         matches!(
             self,
-            Config::CpuIdle | Config::Guard | Config::Freeze | Config::BlindIsolation
+            Config::CpuIdle
+                | Config::Guard
+                | Config::Freeze
+                | Config::BlindIsolation
+                | Config::Auto
         )
     }
 
@@ -144,7 +154,7 @@ impl Config {
     pub fn needs_lc_writer(self) -> bool {
         matches!(
             self,
-            Config::Guard | Config::Freeze | Config::BlindIsolation
+            Config::Guard | Config::Freeze | Config::BlindIsolation | Config::Auto
         )
     }
 
@@ -195,6 +205,9 @@ impl Config {
             }
             Config::DynamicRefresh => {
                 "Elfen dynamic refresh: refresh budget scaled by the LC lane's IPC (Figure 9d)"
+            }
+            Config::Auto => {
+                "unmodified batch at SCHED_IDLE on the batch lanes; the daemon's auto mode picks the cheapest protection (idle, then guard) that keeps the LC's service time, measured with batch running vs stepped aside"
             }
         }
     }

@@ -276,10 +276,23 @@ pub struct MeasuredRep {
 pub struct DaemonTimes {
     /// Their on-CPU time (schedstat), all of it.
     pub on_cpu_util: f64,
-    /// The wall time the guards spent occupying their lanes (while the
-    /// policy said nap): the protection itself, not the daemon's work,
-    /// which is about `on_cpu_util` less this.
+    /// The wall time the guards (and the writer holding its lane) spent
+    /// occupying their lanes while the LC was busy: the protection itself,
+    /// not the daemon's work.
     pub occupied_util: f64,
+    /// The wall time they held their lanes through the LC's idle gaps
+    /// (lane time the batch did not get). The daemon's own work is
+    /// `on_cpu_util` less `occupied_util` and this.
+    #[serde(default)]
+    pub held_util: f64,
+}
+
+impl DaemonTimes {
+    /// The daemon's own work, lanes' worth: its CPU less the occupation
+    /// and the hold.
+    pub fn own_util(&self) -> f64 {
+        (self.on_cpu_util - self.occupied_util - self.held_util).max(0.0)
+    }
 }
 
 impl MeasuredRep {
@@ -485,6 +498,13 @@ pub struct Summary {
     /// where its threads ran.
     #[serde(default)]
     pub daemon_util: Option<Stat>,
+    /// Of it, the daemon's own work ([`DaemonTimes::own_util`]).
+    #[serde(default)]
+    pub daemon_own_util: Option<Stat>,
+    /// The lane time its guards held through the LC's idle gaps
+    /// ([`DaemonTimes::held_util`]).
+    #[serde(default)]
+    pub daemon_held_util: Option<Stat>,
     /// Errors summed over reps.
     #[serde(default)]
     pub errors: u64,
@@ -527,6 +547,18 @@ impl Summary {
                     .as_ref()
                     .and_then(|m| m.daemon)
                     .map(|d| d.on_cpu_util)
+            }),
+            daemon_own_util: opt(&|r| {
+                r.measured
+                    .as_ref()
+                    .and_then(|m| m.daemon)
+                    .map(|d| d.own_util())
+            }),
+            daemon_held_util: opt(&|r| {
+                r.measured
+                    .as_ref()
+                    .and_then(|m| m.daemon)
+                    .map(|d| d.held_util)
             }),
             errors: reps.iter().map(|r| r.errors).sum(),
             slo_p99_us: None,

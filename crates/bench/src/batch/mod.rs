@@ -231,6 +231,11 @@ pub trait BatchRun {
     fn guard_occupied_ns(&self) -> u64 {
         0
     }
+    /// Time they have held their lanes through the LC's idle gaps so
+    /// far, ns (0 without guards).
+    fn guard_held_ns(&self) -> u64 {
+        0
+    }
 }
 
 /// Where a batch process starts.

@@ -130,14 +130,19 @@ fn cells(r: &Row) -> Vec<String> {
         opt(Some(s.utilization.batch.median), 2),
         opt(Some(s.utilization.total.median), 2),
         opt(s.batch_progress.map(|x| x.median), 2),
-        // the daemon's own CPU, where one of its modes ran (the kernel
-        // signal's writer runs beside every configuration that uses it)
-        opt(
-            s.daemon_util
-                .filter(|_| p.config.is_daemon_mode())
-                .map(|x| x.median),
-            2,
-        ),
+        // the daemon's own work (and the lane time it held through idle
+        // gaps), where one of its modes ran (the kernel signal's writer
+        // runs beside every configuration that uses it)
+        match (
+            s.daemon_own_util.or(s.daemon_util),
+            s.daemon_held_util.filter(|h| h.median > 0.0),
+        ) {
+            (Some(o), Some(h)) if p.config.is_daemon_mode() => {
+                format!("{:.2}+{:.2}h", o.median, h.median)
+            }
+            (Some(o), None) if p.config.is_daemon_mode() => format!("{:.2}", o.median),
+            _ => "-".into(),
+        },
         opt(s.naps_per_s.map(|x| x.median), 0),
         s.errors.to_string(),
         slo_word(s.slo_met).into(),
@@ -168,7 +173,9 @@ pub const LEGEND: &str = "latency in ms (medians over n invocations), from each 
 x base = median p99 / LC alone's median p99 (ratio of medians); paired x = median (min-max) over rounds of\n\
 p99 / LC alone's p99 in the same round (same arrivals and requests: common random numbers); impact = paired x - 1;\n\
 utilization: sum over lanes of busy fraction (1 lane = 1.0); progress: batch work vs the same batch alone;\n\
-daemon: CPU of the daemon's own threads in its modes (writer, guards, freezer, blind isolation), lanes' worth";
+daemon: the daemon's own work in its modes (writer, guards, freezer, blind isolation, auto: their CPU less their\n\
+spinning on a batch lane), lanes' worth; +Nh: lane time held through the LC's idle gaps (batch did not get it);\n\
+the occupation while the LC is busy (the protection itself) is in neither";
 
 #[cfg(test)]
 mod tests {

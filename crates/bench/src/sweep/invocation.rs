@@ -13,14 +13,16 @@
 //! | cfs_quota | one per lane, request lane included, pinned | SCHED_OTHER | CFS quota | no |
 //! | cpu_idle | one per lane, request lane included, pinned | SCHED_OTHER | `cpu.idle` = 1 | no |
 //! | guard | one per batch lane, pinned | SCHED_IDLE (+ a guard thread per batch lane) | - | no |
+//! | auto | one per batch lane, pinned | SCHED_IDLE (+ the mode auto chooses) | freezer (its solo windows) | no |
 //! | freeze | one per batch lane, pinned | SCHED_OTHER | freezer, frozen while the lane is busy | no |
 //! | blind_isolation | one per lane, unpinned | SCHED_OTHER | cpuset = all − LC-busy − B (frozen at none) | no |
 //! | Elfen (4) | one per batch lane, attached to it | SCHED_OTHER | - | every unit |
 //!
-//! Guards and the freezer are the daemon's own (`elfen_daemon::guard`,
-//! `elfen_daemon::freeze`), started with the batch process and stopped
-//! before it is killed, woken by the kernel signal's writer; their policy is
-//! borrow idle. Guards run at real-time priority below the generator's.
+//! The daemon's modes are the daemon's own code (`elfen_daemon::protection`,
+//! through `daemon_mode`), applied after the batch process starts and
+//! withdrawn before it is killed, woken by the kernel signal's writer;
+//! their policy is borrow idle. Guards run at real-time priority below the
+//! generator's.
 
 use super::daemon_mode;
 use super::measure::{self, Measured, What};
@@ -124,7 +126,7 @@ pub fn batch_plan(spec: &BenchSpec, rig: &Rig, config: Config, program: BatchPro
             (pinned(l.all_cpus()), SchedClass::Other)
         }
         Config::SchedIdle => (pinned(l.all_cpus()), SchedClass::Idle),
-        Config::Guard => (pinned(l.batch_cpus.clone()), SchedClass::Idle),
+        Config::Guard | Config::Auto => (pinned(l.batch_cpus.clone()), SchedClass::Idle),
         Config::Freeze => (pinned(l.batch_cpus.clone()), SchedClass::Other),
         // one per lane, free to move: blind isolation moves them by cpuset
         Config::BlindIsolation => (free(&l.all_cpus()), SchedClass::Other),
@@ -162,6 +164,7 @@ fn start_batch(
     config: Config,
     program: BatchProgram,
     budget_us: Option<f64>,
+    rps: f64,
 ) -> Result<Box<dyn BatchRun>> {
     let policy = config.policy().unwrap_or(if config.needs_lc_writer() {
         elfen_policy::PolicyKind::BorrowIdle
@@ -177,6 +180,7 @@ fn start_batch(
         Config::CpuIdle => rig.cgroups.idle.as_ref(),
         Config::Freeze => rig.cgroups.freezer.as_ref(),
         Config::BlindIsolation => rig.cgroups.blind.as_ref(),
+        Config::Auto => rig.cgroups.auto.as_ref(),
         _ => None,
     };
     let procs = cgroup.map(|g| rig.cgroups.procs_file(g)).transpose()?;
@@ -191,7 +195,7 @@ fn start_batch(
     )?;
     bp.go();
     if config.needs_lc_writer() {
-        return Ok(Box::new(daemon_mode::Managed::start(rig, config, bp)?));
+        return Ok(Box::new(daemon_mode::Managed::start(rig, config, bp, rps)?));
     }
     Ok(bp)
 }
@@ -292,7 +296,7 @@ fn attempt(
     let t0 = Instant::now();
     let mut bp = match inv.batch {
         Some(k) => {
-            let bp = start_batch(ctx, rig, inv.config, k, inv.budget_us)?;
+            let bp = start_batch(ctx, rig, inv.config, k, inv.budget_us, inv.rps)?;
             std::thread::sleep(Duration::from_millis(ctx.spec.batch.settle_ms));
             Some(bp)
         }

@@ -23,8 +23,10 @@ use std::sync::atomic::AtomicBool;
 /// runs in its process: the kernel signal's writer, guards, the freezer,
 /// blind isolation.
 fn is_daemon_thread(comm: &str) -> bool {
-    matches!(comm, "elfen-lc-writer" | "elfen-freezer" | "elfen-blind")
-        || comm.starts_with("elfen-guard-")
+    matches!(
+        comm,
+        "elfen-lc-writer" | "elfen-freezer" | "elfen-blind" | "elfen-auto"
+    ) || comm.starts_with("elfen-guard-")
 }
 
 /// The daemon's threads in process `pid`.
@@ -46,6 +48,7 @@ struct EdgeSample {
     /// The daemon's threads' on-CPU time, and their guards' occupation.
     daemon_ns: u64,
     occupied_ns: u64,
+    held_ns: u64,
     batch: Option<BatchSample>,
     machine: MachineTicks,
     /// Ticks of this process, the batch process and an external service.
@@ -114,6 +117,7 @@ pub fn run_rep(
                     .map(|s| s.on_cpu_ns)
                     .sum(),
                 occupied_ns: bp.as_ref().map_or(0, |b| b.guard_occupied_ns()),
+                held_ns: bp.as_ref().map_or(0, |b| b.guard_held_ns()),
                 batch: bp.as_ref().map(|b| b.sample()),
                 machine: MachineTicks::now(),
                 own_ticks: proc::process_ticks(me)
@@ -170,6 +174,7 @@ pub fn run_rep(
         daemon: (!daemon.is_empty()).then(|| DaemonTimes {
             on_cpu_util: e1.daemon_ns.saturating_sub(e0.daemon_ns) as f64 / 1e9 / window_s,
             occupied_util: e1.occupied_ns.saturating_sub(e0.occupied_ns) as f64 / 1e9 / window_s,
+            held_util: e1.held_ns.saturating_sub(e0.held_ns) as f64 / 1e9 / window_s,
         }),
     };
     let mut rep = Rep {

@@ -17,7 +17,11 @@ use crate::spec::{BenchSpec, CgroupVersion, Config, PageClock};
 use elfen_cgroup::{CgroupError, Controller, Executor, Group, Hierarchy, Knob, Layout};
 use elfen_cmd::proc::SchedClass;
 use elfen_daemon::bell::Bell;
-use elfen_daemon::writer::{LcWriter, LcWriterHandle, WriterOptions};
+use elfen_daemon::config::{BlindSection, BlindWake, HoldSetting};
+use elfen_daemon::protection::auto::Auto;
+use elfen_daemon::protection::fit::KnobCosts;
+use elfen_daemon::protection::{Env, Lane, Settings, costs};
+use elfen_daemon::writer::{Hold, LcWriter, LcWriterHandle, WriterOptions};
 use elfen_results::Skipped;
 use elfen_shm::{Access, LaneSpec, Page, PageSpec, page_path};
 use std::sync::atomic::AtomicBool;
@@ -70,6 +74,8 @@ pub struct Cgroups {
     /// `blind_isolation`: a group in the cpuset and freezer hierarchies
     /// (its cpuset driven by blind isolation, frozen at zero CPUs).
     pub blind: Option<Group>,
+    /// `auto`: a freezer group (its solo windows, a freeze rung).
+    pub auto: Option<Group>,
 }
 
 impl Cgroups {
@@ -90,15 +96,20 @@ impl Cgroups {
 }
 
 /// The kernel signal (`lc.signal = "bpf"`): the daemon's LC signal writer
-/// on the service's process, and the bells it rings for guards and the
-/// freezer.
+/// on the service's process, and what the daemon's modes act through
+/// (`elfen_daemon::protection`): its bells (armed by the mode that sleeps
+/// on them), its hold of the batch lane, the knobs' costs measured here.
 pub struct KernelSignal {
     /// The writer thread.
     pub writer: LcWriterHandle,
-    /// Per batch lane: the bell of its guard (busy edges only).
-    pub guard_bells: Vec<(u32, Arc<Bell>)>,
+    /// The modes' environment.
+    pub env: Arc<Env>,
     /// The freezer's bell (every write of the LC line).
     pub freeze_bell: Arc<Bell>,
+    /// Blind isolation's bell (busy edges of every CPU).
+    pub blind_bell: Arc<Bell>,
+    /// `auto`'s state per load, kept across the rounds' invocations.
+    pub autos: Arc<Mutex<std::collections::HashMap<u64, Auto>>>,
 }
 
 /// Everything a sweep holds while it runs.
@@ -316,27 +327,48 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         BenchError::Config("the kernel signal needs the LC service in a process of its own".into())
     })?;
     let io = |e: std::io::Error| BenchError::io("creating an eventfd", e);
-    let guard_bells: Vec<(u32, Arc<Bell>)> = rig
-        .lanes
-        .batch_lanes
-        .iter()
-        .map(|&l| Ok((l, Arc::new(Bell::busy_edges_only().map_err(io)?))))
-        .collect::<Result<_>>()?;
-    let freeze_bell = Arc::new(Bell::new().map_err(io)?);
     let r = rig.lanes.request_lane;
-    let mut bells: Vec<(u32, Arc<Bell>)> = guard_bells
-        .iter()
-        .map(|(_, b)| (r, Arc::clone(b)))
-        .collect();
+    let mut bells: Vec<(u32, Arc<Bell>)> = Vec::new();
+    let mut guard_bells = Vec::new();
+    for (&lane, &cpu) in rig.lanes.batch_lanes.iter().zip(&rig.lanes.batch_cpus) {
+        let bell = Arc::new(Bell::busy_edges_only().map_err(io)?.for_cpu(cpu));
+        bell.arm(false);
+        bells.push((r, Arc::clone(&bell)));
+        let l = Lane {
+            cpu,
+            lane,
+            request_lane: r,
+        };
+        guard_bells.push((l, bell));
+    }
+    let freeze_bell = Arc::new(Bell::new().map_err(io)?);
+    freeze_bell.arm(false);
     bells.push((r, Arc::clone(&freeze_bell)));
+    let all = rig.lanes.all_cpus();
+    let ncpus = all.iter().max().map_or(1, |&c| c + 1);
+    let blind_bell = Arc::new(Bell::per_cpu(ncpus).map_err(io)?);
+    blind_bell.arm(false);
+    let blind = spec.configs.contains(&Config::BlindIsolation);
     let priority = match rig.generator.sched {
         SchedClass::Fifo(p) if p > 2 => p - 1,
         _ => 0,
+    };
+    // the writer holds its batch lane in guard mode when it has just one
+    let hold = match rig.lanes.batch_cpus.as_slice() {
+        [cpu] => Some(Arc::new(Hold::new(r, *cpu))),
+        _ => None,
     };
     let opts = WriterOptions {
         priority,
         cpus: Some(rig.lanes.batch_cpus.clone()),
         bells,
+        cpu_bells: if blind {
+            vec![Arc::clone(&blind_bell)]
+        } else {
+            Vec::new()
+        },
+        extra_cpus: if blind { all.clone() } else { Vec::new() },
+        hold: hold.clone(),
         source: elfen_bpf::Options {
             announce_wakeups: spec.lc.announce_wakeups,
             ..elfen_bpf::Options::default()
@@ -350,17 +382,87 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         opts,
     )
     .map_err(|e| BenchError::Config(format!("the kernel signal (lc.signal = \"bpf\"): {e}")))?;
-    let note = format!(
+    let mut note = format!(
         "LC signal: the kernel ({}), written to the request lane by the daemon's writer; the \
          service (pid {pid}) publishes nothing",
         writer.source()
     );
+    let knobs = knob_costs(spec, rig, &writer, priority);
+    if spec.configs.iter().any(|c| c.needs_lc_writer()) {
+        note += &format!("; {}", costs::describe(&knobs));
+    }
+    let mode_priority = match rig.generator.sched {
+        SchedClass::Fifo(p) if p > 3 => p - 2,
+        _ => 1,
+    };
+    let settings = Settings {
+        guard_priority: mode_priority,
+        group_priority: mode_priority,
+        thread_cpus: rig.lanes.batch_cpus.clone(),
+        guard_recheck: None,
+        hold: HoldSetting::Auto,
+        freeze_timeout: std::time::Duration::from_millis(50),
+        blind: BlindSection {
+            buffer_cores: rig.blind_buffer_cores,
+            wake: BlindWake::Events,
+            ..BlindSection::default()
+        },
+        policy: elfen_policy::PolicyConfig::simple(elfen_policy::PolicyKind::BorrowIdle),
+    };
+    let env = Arc::new(Env::new(
+        Arc::clone(&rig.page),
+        guard_bells.iter().map(|(l, _)| *l).collect(),
+        all,
+        writer.slots().clone(),
+        Arc::clone(writer.profile()),
+        Arc::clone(writer.edges()),
+        hold,
+        guard_bells,
+        settings,
+        knobs,
+    ));
+    env.own.add(writer.tid());
+    env.refresh_hold(&Default::default());
     rig.kernel = Some(KernelSignal {
         writer,
-        guard_bells,
+        env,
         freeze_bell,
+        blind_bell,
+        autos: Arc::default(),
     });
     Ok(Some(note))
+}
+
+/// What the daemon's knobs cost here, for the modes this sweep runs
+/// (`elfen_daemon::protection::costs`): a wake-up, a freeze of the freeze
+/// group, a cpuset write of the blind group.
+fn knob_costs(spec: &BenchSpec, rig: &Rig, writer: &LcWriterHandle, priority: u8) -> KnobCosts {
+    let wants = |c: Config| spec.configs.contains(&c);
+    let mut k = KnobCosts::default();
+    if spec.configs.iter().any(|c| c.needs_lc_writer()) {
+        let batch = rig.lanes.batch_cpus[0];
+        k.wake_ns = costs::wake_ns(rig.lanes.request_cpu, batch, priority)
+            .unwrap_or(costs::WAKE_FALLBACK_NS);
+    }
+    k.edge_ns = if !writer.is_bpf() {
+        1_000_000
+    } else if spec.lc.announce_wakeups {
+        0
+    } else {
+        k.wake_ns
+    };
+    let ex = rig.cgroups.executor.as_ref();
+    if let (true, Some(g), Some(ex)) = (wants(Config::Freeze), &rig.cgroups.freezer, ex) {
+        if let Ok((f, t)) = costs::freeze_ns(ex, g) {
+            k.freeze_ns = Some(f);
+            k.thaw_ns = Some(t);
+        }
+    }
+    if let (true, Some(g), Some(ex)) = (wants(Config::BlindIsolation), &rig.cgroups.blind, ex) {
+        let all = rig.lanes.all_cpus();
+        k.cpuset_ns = costs::cpuset_ns(ex, g, &all, &all).ok();
+    }
+    k
 }
 
 /// The generator's class: SCHED_FIFO at `prio` where this process may use
@@ -425,7 +527,7 @@ fn daemon_mode_skips(spec: &BenchSpec, already: &[Skipped]) -> Vec<Skipped> {
             let reason = if spec.lc.signal != crate::spec::LcSignal::Bpf {
                 "needs the kernel signal (--lc-signal bpf): it protects an unmodified LC service, \
                  whose busy edges come from the kernel"
-            } else if config == Config::Guard && !root {
+            } else if matches!(config, Config::Guard | Config::Auto) && !root {
                 "needs real-time priority for its guard threads (run as root)"
             } else {
                 return None;
@@ -439,12 +541,13 @@ fn daemon_mode_skips(spec: &BenchSpec, already: &[Skipped]) -> Vec<Skipped> {
 }
 
 /// The configurations that run their batch in a cgroup of their own.
-const CGROUP_CONFIGS: [Config; 5] = [
+const CGROUP_CONFIGS: [Config; 6] = [
     Config::Cpuset,
     Config::CfsQuota,
     Config::CpuIdle,
     Config::Freeze,
     Config::BlindIsolation,
+    Config::Auto,
 ];
 
 /// Creates the cgroups of `cpuset`, `cfs_quota`, `cpu_idle` and `freeze`
@@ -519,6 +622,7 @@ fn make_cgroups(spec: &BenchSpec, lanes: &Lanes) -> Result<(Cgroups, Vec<Skipped
     cg.freezer = attempt(Config::Freeze, &[Controller::Freezer], None, &mut ex)?;
     let both = [Controller::Cpuset, Controller::Freezer];
     cg.blind = attempt(Config::BlindIsolation, &both, None, &mut ex)?;
+    cg.auto = attempt(Config::Auto, &[Controller::Freezer], None, &mut ex)?;
     cg.executor = Some(Arc::new(Mutex::new(ex)));
     Ok((cg, skipped))
 }

@@ -81,6 +81,12 @@ __u32 nr_watched_cgroups = 0;
  * space through the skeleton's .bss before any CPU is watched. */
 __u32 announce_wakeups = 0;
 
+/* Whether the reader is consuming the ring buffer without sleeping (a
+ * daemon thread holding its batch lane reads it in a loop), set by user
+ * space through the skeleton's .bss: events are then sent without a
+ * wake-up, sparing the watched CPU the interrupt that would wake nobody. */
+__u32 reader_polling = 0;
+
 /* Never written: exports struct elfen_lc_event into the object's BTF, so the
  * generated skeleton has a Rust type for it (checked against contract.rs). */
 struct elfen_lc_event elfen_lc_event_btf = {};
@@ -169,6 +175,8 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 				flags = BPF_RB_NO_WAKEUP;
 			*a = 0;
 		}
+		if (reader_polling)
+			flags = BPF_RB_NO_WAKEUP;
 		struct elfen_lc_event e = {
 			.time_ns = now,
 			.cpu = cpu,
@@ -216,7 +224,8 @@ int BPF_PROG(elfen_sched_wakeup, struct task_struct *p)
 		.cgroup_id = cgid,
 		.seq = s->seq,
 	};
-	if (bpf_ringbuf_output(&events, &e, sizeof(e), BPF_RB_FORCE_WAKEUP))
+	if (bpf_ringbuf_output(&events, &e, sizeof(e),
+			       reader_polling ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP))
 		__sync_fetch_and_add(&s->dropped, 1);
 	return 0;
 }

@@ -1,7 +1,7 @@
 //! `elfen daemon measure`: what the daemon costs and how fast its guards
 //! step aside, on this machine, with the daemon's own code in this process.
 //!
-//! Each run has three phases, each a fresh daemon (its own page and state
+//! Each run has up to five phases, each a fresh daemon (its own page and state
 //! file) protecting a synthetic LC service (`lc-helper`, a child pinned to
 //! the request lane) from an unmodified batch spinner (`spin-helper`, a
 //! command the daemon starts SCHED_IDLE in its group, confined to the
@@ -18,14 +18,22 @@
 //!   lane, i.e. the spinner off it.
 //! - **freeze**: the same LC with the batch group in freeze mode: the
 //!   freeze latency (request → frozen), the thaw write, and switch → frozen.
+//! - **blind**, twice: blind isolation (`B` = 0, the batch unconfined, so
+//!   its cpuset follows the LC) woken at the writer's busy edges (`[blind]
+//!   wake = "events"`, the default) and then polling the slots every
+//!   `blind_poll_us` only (`wake = "poll"`), on an LC busy 500 µs, idle
+//!   2–6 ms (a grow hold of 500 µs, so batch gets the LC's CPU back in each
+//!   gap): the **reaction**, the LC's switch onto a CPU of the batch's set →
+//!   the cpuset write that took it away returned (0 when the LC's wake-up
+//!   announced it and the CPU was taken before the switch-in).
 //!
 //! CPU times are per thread (`/proc/<pid>/task/<tid>/schedstat`) over a
 //! window after a warm-up: writer + guards − occupation + the upkeep
 //! thread, as a share of one lane. Every run is kept in the JSON
-//! (`elfen-daemon-measure/2`); the table shows medians over runs
+//! (`elfen-daemon-measure/3`); the table shows medians over runs
 //! (`summary.rs`: the study of the runs; `render.rs`: the table).
 
-use crate::config::{BatchSection, Config, Mode};
+use crate::config::{BatchSection, BlindSection, BlindWake, Config, FreezeSection, Mode, Unfit};
 use crate::daemon::Daemon;
 use crate::guard::LatencySummary;
 use crate::helpers::LcHelperArgs;
@@ -46,12 +54,12 @@ pub use render::render;
 pub use summary::{PhaseSummary, Summary, summarize};
 
 /// Schema tag of [`MeasureReport`].
-pub const SCHEMA: &str = "elfen-daemon-measure/2";
+pub const SCHEMA: &str = "elfen-daemon-measure/3";
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Params {
-    /// Repetitions of the three phases.
+    /// Repetitions of the phases.
     pub runs: usize,
     /// Measured window of each phase, ms (after the warm-up).
     pub window_ms: u64,
@@ -69,6 +77,12 @@ pub struct Params {
     /// announce_wakeups`); false: at its switch-in.
     #[serde(default = "yes")]
     pub announce_wakeups: bool,
+    /// Skip the two blind-isolation phases.
+    #[serde(default)]
+    pub no_blind: bool,
+    /// The polled blind phase's interval, µs (the slots read this often).
+    #[serde(default = "blind_poll_us")]
+    pub blind_poll_us: u64,
     /// The helper program and the arguments before its subcommand.
     #[serde(skip)]
     pub helper: Vec<String>,
@@ -85,6 +99,8 @@ impl Default for Params {
             idle_us: (250, 750),
             no_freeze: false,
             announce_wakeups: true,
+            no_blind: false,
+            blind_poll_us: blind_poll_us(),
             helper: Vec::new(),
         }
     }
@@ -103,8 +119,12 @@ pub struct Phase {
     pub writer_cpu_ns: u64,
     /// Guard threads CPU, ns.
     pub guard_cpu_ns: u64,
-    /// Of which occupying the batch lane, ns.
+    /// Of the daemon's CPU (guards and the writer's hold), spinning on the
+    /// batch lane while the LC was busy: the occupation, ns.
     pub occupied_ns: u64,
+    /// Spinning on it through the LC's idle gaps (the hold), ns.
+    #[serde(default)]
+    pub held_ns: u64,
     /// Freezer thread CPU, ns.
     pub freezer_cpu_ns: u64,
     /// The upkeep thread (heartbeat, rescans), ns.
@@ -131,9 +151,19 @@ pub struct Phase {
     pub freeze: LatencySummary,
     /// Thaw write (freeze phase).
     pub thaw: LatencySummary,
+    /// LC switch onto a CPU of the batch's set → the cpuset write that
+    /// took it away (blind phases).
+    #[serde(default)]
+    pub reaction: LatencySummary,
+    /// Blind steps taken on a busy edge (woken by the writer).
+    #[serde(default)]
+    pub blind_woken: u64,
+    /// Blind steps taken on the poll interval.
+    #[serde(default)]
+    pub blind_polled: u64,
 }
 
-/// One run: the machine's wake-up charge and the three phases.
+/// One run: the machine's wake-up charge and the phases.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Run {
     /// What the kernel charges a thread on the batch lane per wake-up from
@@ -146,6 +176,12 @@ pub struct Run {
     pub half: Phase,
     /// Half load, freeze mode.
     pub freeze: Option<Phase>,
+    /// Blind isolation woken at busy edges.
+    #[serde(default)]
+    pub blind_events: Option<Phase>,
+    /// Blind isolation polling the slots every `blind_poll_us`.
+    #[serde(default)]
+    pub blind_polled: Option<Phase>,
 }
 
 /// The JSON file.
@@ -218,10 +254,35 @@ fn spawn_lc(p: &Params, cpu: u32, a: &LcHelperArgs) -> anyhow::Result<Helper> {
     })?))
 }
 
+/// What a phase runs: the batch group's mode, and for blind isolation
+/// what wakes its controller.
+#[derive(Debug, Clone, Copy)]
+enum PhaseMode {
+    Guard,
+    Freeze,
+    Blind(BlindWake),
+}
+
 /// A daemon configuration for one phase.
-fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
+fn phase_config(p: &Params, dir: &Path, lc_pid: u32, pm: PhaseMode) -> Config {
     let mut argv = p.helper.clone();
     argv.push("spin-helper".into());
+    let (mode, blind) = match pm {
+        PhaseMode::Guard => (Mode::Guard, BlindSection::default()),
+        PhaseMode::Freeze => (Mode::Freeze, BlindSection::default()),
+        PhaseMode::Blind(wake) => (
+            Mode::Blind,
+            BlindSection {
+                buffer_cores: 0,
+                grow_hold_us: 500,
+                wake,
+                poll_us: match wake {
+                    BlindWake::Events => BlindSection::default().poll_us,
+                    BlindWake::Poll => p.blind_poll_us,
+                },
+            },
+        ),
+    };
     Config {
         page: crate::config::PageSection {
             path: PathBuf::from(format!(
@@ -244,15 +305,27 @@ fn phase_config(p: &Params, dir: &Path, lc_pid: u32, mode: Mode) -> Config {
             name: "spinner".into(),
             mode,
             command: Some(argv),
-            confine: Some(true),
+            // blind isolation hands out every CPU: its cpuset follows the LC
+            confine: Some(!matches!(pm, PhaseMode::Blind(_))),
             ..Default::default()
         }],
+        blind,
+        // the freeze phase times the freezer's mechanics: freeze is kept
+        // whatever the judgement of the service says (it is printed)
+        freeze: FreezeSection {
+            unfit: Unfit::Warn,
+            ..FreezeSection::default()
+        },
         ..Config::default()
     }
 }
 
 fn yes() -> bool {
     true
+}
+
+fn blind_poll_us() -> u64 {
+    200
 }
 
 fn stat_of(pid: u32, tid: u32) -> Schedstat {
@@ -272,6 +345,7 @@ struct Sample {
     writer_runs: u64,
     guard_runs: u64,
     occupied: u64,
+    held: u64,
     freezer: u64,
     upkeep: u64,
     batch: u64,
@@ -286,14 +360,17 @@ fn sample(d: &Daemon, freezer_tids: &[u32]) -> Sample {
     let writer = d
         .writer()
         .map_or_else(Schedstat::default, |w| stat_of(me, w.tid()));
-    let guards: Vec<Schedstat> = d.guards().iter().map(|g| stat_of(me, g.tid())).collect();
+    let guard_tids = d.env().map(|e| e.guard_tids()).unwrap_or_default();
+    let guards: Vec<Schedstat> = guard_tids.iter().map(|&t| stat_of(me, t)).collect();
+    let (occupied, held) = d.env().map_or((0, 0), |e| e.spin_ns());
     Sample {
         at: Some(Instant::now()),
         writer: writer.on_cpu_ns,
         guards: guards.iter().map(|s| s.on_cpu_ns).sum(),
         writer_runs: writer.runs,
         guard_runs: guards.iter().map(|s| s.runs).sum(),
-        occupied: d.guards().iter().map(|g| g.occupied_ns()).sum(),
+        occupied,
+        held,
         freezer: freezer_tids.iter().map(|&t| cpu_of(me, t)).sum(),
         upkeep: cpu_of(me, elfen_cmd::proc::gettid()),
         batch: d
@@ -334,7 +411,12 @@ fn lane_pair(p: &Params) -> anyhow::Result<(u32, u32)> {
 }
 
 /// Runs the daemon for one phase; returns its figures and the source.
-fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Result<(Phase, String)> {
+fn phase(
+    p: &Params,
+    dir: &Path,
+    mode: PhaseMode,
+    lc: &LcHelperArgs,
+) -> anyhow::Result<(Phase, String)> {
     let (cpu, _) = lane_pair(p)?;
     let lc_child = spawn_lc(p, cpu, lc)?;
     std::thread::sleep(Duration::from_millis(20));
@@ -370,6 +452,7 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
             .map_or(1, |(b, a)| (b - a).as_nanos().max(1) as u64);
     let guard_cpu = b.guards.saturating_sub(a.guards);
     let occupied = b.occupied.saturating_sub(a.occupied);
+    let held = b.held.saturating_sub(a.held);
     let mut ph = Phase {
         window_ns,
         lc_busy_pct: clock.ticks_to_ns(b.lc_busy_ticks.saturating_sub(a.lc_busy_ticks)) as f64
@@ -379,6 +462,7 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
         writer_cpu_ns: b.writer.saturating_sub(a.writer),
         guard_cpu_ns: guard_cpu,
         occupied_ns: occupied,
+        held_ns: held,
         freezer_cpu_ns: b.freezer.saturating_sub(a.freezer),
         upkeep_cpu_ns: b.upkeep.saturating_sub(a.upkeep),
         writer_runs: b.writer_runs.saturating_sub(a.writer_runs),
@@ -386,11 +470,13 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
         batch_pct: b.batch.saturating_sub(a.batch) as f64 * 100.0 / window_ns as f64,
         ..Phase::default()
     };
-    // The guards' occupation is wall time on the batch lane, in which the
-    // writer may also run (it preempts a spinning guard to publish the
-    // idle edge): the daemon's own cost is its CPU time beyond it.
+    // The guards' (and the writer's) spinning is wall time on the batch
+    // lane, in which the writer may also run (it preempts a spinning guard
+    // to publish the idle edge): the daemon's own cost is its CPU time
+    // beyond the occupation and the hold.
     let own = (ph.writer_cpu_ns + guard_cpu + ph.freezer_cpu_ns + ph.upkeep_cpu_ns)
-        .saturating_sub(occupied);
+        .saturating_sub(occupied)
+        .saturating_sub(held);
     ph.overhead_pct = own as f64 * 100.0 / window_ns as f64;
     if let Some(w) = &report.writer {
         ph.off_lane = w.wake;
@@ -402,6 +488,11 @@ fn phase(p: &Params, dir: &Path, mode: Mode, lc: &LcHelperArgs) -> anyhow::Resul
         ph.step_aside = f.step_aside;
         ph.freeze = f.freeze;
         ph.thaw = f.thaw;
+    }
+    if let Some(b) = report.blind.first() {
+        ph.reaction = b.reaction;
+        ph.blind_woken = b.woken;
+        ph.blind_polled = b.polled;
     }
     if !report.restored.is_clean() {
         bail!("the daemon could not restore: {}", report.restored);
@@ -428,11 +519,20 @@ pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
         idle_max_us: 100_000,
         duration_ms: 0,
         delay_ms: 0,
+        chase_steps: 0,
+        chase_kib: 4096,
     };
     let half = LcHelperArgs {
         busy_us: p.busy_us,
         idle_min_us: p.idle_us.0,
         idle_max_us: p.idle_us.1,
+        ..zero.clone()
+    };
+    // gaps longer than the grow hold: batch gets the LC's CPU back in each
+    let gaps = LcHelperArgs {
+        busy_us: p.busy_us,
+        idle_min_us: 2000,
+        idle_max_us: 6000,
         ..zero.clone()
     };
     let mut runs = Vec::new();
@@ -449,21 +549,41 @@ pub fn measure(p: &Params) -> anyhow::Result<(Vec<Run>, String)> {
             )
             .context("measuring the wake-up charge")?;
             eprintln!("run {}/{}: zero load", i + 1, p.runs);
-            let (z, s) = phase(p, &dir, Mode::Guard, &zero)?;
+            let (z, s) = phase(p, &dir, PhaseMode::Guard, &zero)?;
             source = s;
             eprintln!("run {}/{}: half load", i + 1, p.runs);
-            let (h, _) = phase(p, &dir, Mode::Guard, &half)?;
+            let (h, _) = phase(p, &dir, PhaseMode::Guard, &half)?;
             let f = if p.no_freeze {
                 None
             } else {
                 eprintln!("run {}/{}: freeze mode", i + 1, p.runs);
-                Some(phase(p, &dir, Mode::Freeze, &half)?.0)
+                Some(phase(p, &dir, PhaseMode::Freeze, &half)?.0)
+            };
+            let (be, bp) = if p.no_blind {
+                (None, None)
+            } else {
+                eprintln!(
+                    "run {}/{}: blind isolation, woken at busy edges",
+                    i + 1,
+                    p.runs
+                );
+                let e = phase(p, &dir, PhaseMode::Blind(BlindWake::Events), &gaps)?.0;
+                eprintln!(
+                    "run {}/{}: blind isolation, polling every {} µs",
+                    i + 1,
+                    p.runs,
+                    p.blind_poll_us
+                );
+                let q = phase(p, &dir, PhaseMode::Blind(BlindWake::Poll), &gaps)?.0;
+                (Some(e), Some(q))
             };
             runs.push(Run {
                 wake_charge: Some(charge),
                 zero: z,
                 half: h,
                 freeze: f,
+                blind_events: be,
+                blind_polled: bp,
             });
             if elfen_cmd::interrupt::interrupted() {
                 break;

@@ -38,10 +38,12 @@ pub fn render(r: &MeasureReport) -> String {
         "occupy p50",
         "occupy p99"
     );
-    let phases: [(&str, &Option<PhaseSummary>); 3] = [
+    let phases: [(&str, &Option<PhaseSummary>); 5] = [
         ("zero", &sum.zero),
         ("half", &sum.half),
         ("freeze", &sum.freeze),
+        ("blind-ev", &sum.blind_events),
+        ("blind-po", &sum.blind_polled),
     ];
     for (name, p) in phases {
         let Some(p) = p else { continue };
@@ -76,6 +78,16 @@ pub fn render(r: &MeasureReport) -> String {
             );
         }
     }
+    if let Some(h) = &sum.half {
+        let window_ns = r.params.window_ms as f64 * 1e6;
+        let share = |ns: f64| ns * 100.0 / window_ns;
+        s += &format!(
+            "at half load, besides that own work: the lane occupied while the LC was busy {:.2} % \
+             (the protection), held through its idle gaps {:.2} % (lane time batch did not get)\n",
+            share(h.occupied_ns.median),
+            share(h.held_ns.map_or(0.0, |x| x.median))
+        );
+    }
     if let Some(c) = sum.wake_charge_ns {
         s += &format!(
             "the machine's charge per wake-up of a thread on the batch lane from the request \
@@ -106,9 +118,29 @@ pub fn render(r: &MeasureReport) -> String {
             us(f.step_aside_p99_ns)
         );
     }
+    if let Some(e) = &sum.blind_events {
+        let p99 = e.reaction_p99_ns;
+        s += &format!(
+            "blind isolation, LC switch-in → its CPU taken from batch: woken at busy edges \
+             p50 {} p99 {} (target p99 <= 100 µs: {})",
+            us(e.reaction_p50_ns),
+            us(p99),
+            p99.map_or("no sample", |p| verdict(p.median <= 100_000.0))
+        );
+        if let Some(q) = &sum.blind_polled {
+            s += &format!(
+                "; polling every {} µs p50 {} p99 {}",
+                r.params.blind_poll_us,
+                us(q.reaction_p50_ns),
+                us(q.reaction_p99_ns)
+            );
+        }
+        s += "\n";
+    }
     s + "(medians over runs; every run is in the JSON. off-lane: LC switch-in → the daemon's \
          SCHED_FIFO writer running on the batch lane to publish the busy edge (when the LC's \
          wake-up announced it, that may be before the switch-in: then 0); occupy and the freeze \
          row: the published busy edge (the wake-up when announced) → the guard running there, \
-         → the group frozen)\n"
+         → the group frozen; blind: 0 when the wake-up announced the LC and its CPU was taken \
+         before the switch-in)\n"
 }

@@ -22,6 +22,10 @@ pub struct PhaseSummary {
     pub writer_cpu_ns: Stat,
     /// Guards' occupation of the batch lane, ns.
     pub occupied_ns: Stat,
+    /// Guards' and the writer's hold of the batch lane through the LC's
+    /// idle gaps, ns.
+    #[serde(default)]
+    pub held_ns: Option<Stat>,
     /// LC switch-in → the writer on the batch lane, p50 (ns).
     pub off_lane_p50_ns: Option<Stat>,
     /// The same, p99 (ns).
@@ -37,6 +41,12 @@ pub struct PhaseSummary {
     pub freeze_p99_ns: Option<Stat>,
     /// The thaw write, p50 (ns).
     pub thaw_p50_ns: Option<Stat>,
+    /// Blind isolation: LC switch-in → its CPU taken from batch, p50 (ns).
+    #[serde(default)]
+    pub reaction_p50_ns: Option<Stat>,
+    /// The same, p99 (ns).
+    #[serde(default)]
+    pub reaction_p99_ns: Option<Stat>,
     /// One wake-up of the writer from the request lane per LC busy period
     /// (at the busy edge, before the guard occupies the lane) × the
     /// machine's charge per wake-up, % of one lane: the part of the
@@ -47,7 +57,7 @@ pub struct PhaseSummary {
     pub busy_edge_charge_pct: Option<Stat>,
 }
 
-/// The three phases over runs; a phase no run had is `None`.
+/// The phases over runs; a phase no run had is `None`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Summary {
     /// The kernel's charge per wake-up of a thread on the batch lane, ns.
@@ -59,6 +69,12 @@ pub struct Summary {
     pub half: Option<PhaseSummary>,
     /// Half load, freeze mode.
     pub freeze: Option<PhaseSummary>,
+    /// Blind isolation woken at busy edges.
+    #[serde(default)]
+    pub blind_events: Option<PhaseSummary>,
+    /// Blind isolation polling.
+    #[serde(default)]
+    pub blind_polled: Option<PhaseSummary>,
 }
 
 /// Median, min and max over runs of every figure of every phase.
@@ -74,6 +90,16 @@ pub fn summarize(runs: &[Run]) -> Summary {
         freeze: phase(
             runs.iter()
                 .filter_map(|r| Some((r.freeze.as_ref()?, r.wake_charge)))
+                .collect(),
+        ),
+        blind_events: phase(
+            runs.iter()
+                .filter_map(|r| Some((r.blind_events.as_ref()?, r.wake_charge)))
+                .collect(),
+        ),
+        blind_polled: phase(
+            runs.iter()
+                .filter_map(|r| Some((r.blind_polled.as_ref()?, r.wake_charge)))
                 .collect(),
         ),
     }
@@ -104,6 +130,7 @@ fn phase(ps: Vec<(&Phase, Option<WakeCharge>)>) -> Option<PhaseSummary> {
         lc_periods: stat(|p| p.lc_periods as f64)?,
         writer_cpu_ns: stat(|p| p.writer_cpu_ns as f64)?,
         occupied_ns: stat(|p| p.occupied_ns as f64)?,
+        held_ns: stat(|p| p.held_ns as f64),
         off_lane_p50_ns: lat(|p| (&p.off_lane, p.off_lane.p50_ns)),
         off_lane_p99_ns: lat(|p| (&p.off_lane, p.off_lane.p99_ns)),
         step_aside_p50_ns: lat(|p| (&p.step_aside, p.step_aside.p50_ns)),
@@ -111,6 +138,8 @@ fn phase(ps: Vec<(&Phase, Option<WakeCharge>)>) -> Option<PhaseSummary> {
         freeze_p50_ns: lat(|p| (&p.freeze, p.freeze.p50_ns)),
         freeze_p99_ns: lat(|p| (&p.freeze, p.freeze.p99_ns)),
         thaw_p50_ns: lat(|p| (&p.thaw, p.thaw.p50_ns)),
+        reaction_p50_ns: lat(|p| (&p.reaction, p.reaction.p50_ns)),
+        reaction_p99_ns: lat(|p| (&p.reaction, p.reaction.p99_ns)),
         busy_edge_charge_pct: Stat::of(&charged),
     })
 }
@@ -150,6 +179,11 @@ mod tests {
                 zero: Phase::default(),
                 half: half(o, p99),
                 freeze: None,
+                blind_events: None,
+                blind_polled: (p99 == 30_000).then(|| Phase {
+                    reaction: lat(2_000, 400_000),
+                    ..Phase::default()
+                }),
             })
             .collect();
         let s = summarize(&runs);
@@ -170,6 +204,10 @@ mod tests {
         assert_eq!(s.wake_charge_ns.unwrap().median, 10_000.0);
         assert!(s.zero.unwrap().off_lane_p99_ns.is_none());
         assert!(s.freeze.is_none(), "no run had a freeze phase");
+        assert!(s.blind_events.is_none(), "no run had a blind phase");
+        let polled = s.blind_polled.unwrap();
+        assert_eq!(polled.reaction_p99_ns.unwrap().median, 400_000.0);
+        assert!(h.reaction_p99_ns.is_none());
         assert!(summarize(&[]).half.is_none());
     }
 }

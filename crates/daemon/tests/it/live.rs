@@ -162,6 +162,10 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     let t_start = Instant::now();
     let guard = d.threads_named("elfen-guard-1");
     assert_eq!(guard.len(), 1, "one guard thread on batch lane 1");
+    // on a lane pair with one batch CPU the writer runs there too, and
+    // holds the lane itself while the LC is busy (its guard is not rung)
+    let writer = d.threads_named("elfen-lc-writer");
+    assert_eq!(writer.len(), 1, "one writer thread");
     d.wait_for("LC service found", patient(Duration::from_secs(5)));
     let found = t_start.elapsed();
     let window_start = (found + ms(100)).max(ms(400));
@@ -176,7 +180,7 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     let read = || {
         (
             Instant::now(),
-            cpu_ns(d.pid(), guard[0]),
+            cpu_ns(d.pid(), guard[0]) + cpu_ns(d.pid(), writer[0]),
             cpu_ns(spinner, spinner),
             cpu_ns(lc.pid(), lc.pid()),
             // busy periods the writer published, and the guard's occupations
@@ -193,7 +197,8 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     let win = (b.0 - a.0).as_nanos() as f64;
     let (guard_ns, spin_ns, lc_ns) = ((b.1 - a.1) as f64, (b.2 - a.2) as f64, (b.3 - a.3) as f64);
     let diag = format!(
-        "LC found after {} ms; window {:.0} ms: LC ran {:.0} %, guard {:.0} %, spinner {:.0} %; \
+        "LC found after {} ms; window {:.0} ms: LC ran {:.0} %, guard and writer {:.0} %, \
+         spinner {:.0} %; \
          the line said busy {:.0} %, busy periods published {}, guard occupations {}",
         found.as_millis(),
         win / 1e6,
@@ -218,20 +223,22 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
         line_ns >= 0.5 * lc_ns,
         "the LC line said busy while the LC ran: {diag}"
     );
-    // The guard holds the batch lane while the line says busy, and the
-    // batch spinner runs little then (without a guard it would run all the
-    // time; the kernel's RT throttling lets it have ~5 %). How much of the
-    // lane the guard itself gets is a matter of speed (the writer and the
-    // wake-ups on that lane take their share first): reported only under
-    // emulation, where they take many times longer.
+    // The guard (or the writer, holding the lane it runs on through the
+    // LC's busy periods and short gaps) holds the batch lane while the line
+    // says busy, and the batch spinner runs little then (without a guard it
+    // would run all the time; the kernel's RT throttling lets it have
+    // ~5 %). How much of the lane they get is a matter of speed (wake-ups
+    // on that lane take their share first): reported only under emulation,
+    // where they take many times longer.
     assert!(
-        b.5 > a.5 && guard_ns > 0.0,
-        "the guard occupied the batch lane: {diag}"
+        guard_ns > 0.0,
+        "the guard or the writer ran on the batch lane: {diag}"
     );
     assert_timing(
         guard_ns >= 0.8 * line_ns,
         format!(
-            "the guard occupied the batch lane for 80 % of the time the line said busy: {diag}"
+            "the guard or the writer occupied the batch lane for 80 % of the time the line said \
+             busy: {diag}"
         ),
     );
     assert!(
@@ -298,9 +305,10 @@ fn freeze_mode_freezes_thaws_and_recovers_after_sigkill() {
     let g = TestGroup::new(&unique("f"), &["freezer", "cpuset"]);
     let batch = spinner(&["--cpu", "1", "--idle"]);
     g.add(batch.pid());
+    // freeze from the start (its mechanics; judging it is tests/it/fit.rs's)
     let s = setup(
         "l",
-        "",
+        "[freeze]\nunfit = \"warn\"\n",
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\n",
             g.name
@@ -529,7 +537,7 @@ fn repeated_sigkill_at_random_points_loses_nothing() {
     g.add(batch.pid());
     let s = setup(
         "r",
-        "",
+        "[freeze]\nunfit = \"warn\"\n",
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\nconfine = true\n",
             g.name

@@ -2,10 +2,16 @@
 //! daemon for real as a child process (`live`: root + BPF, or skipped with
 //! the reason printed), the idle mode's yielding as a whole (`idle`), a
 //! hostile local user against the running daemon (`page_attack`), and the
-//! measurement's wake-up reference (`measure`).
+//! measurement's wake-up reference (`measure`); the modes' protection:
+//! guard coalescing (`coalesce`), a mode judged against the service
+//! (`fit`), `auto` (`auto`), event-driven blind isolation (`blind_events`).
 
+mod auto;
+mod blind_events;
+mod coalesce;
 mod common;
 mod config;
+mod fit;
 mod idle;
 mod iso_config;
 mod iso_egress;

@@ -141,7 +141,9 @@ pub fn problems(text: &str, strict: bool) -> Vec<String> {
 
 #[test]
 fn every_documented_metric_is_served_and_nothing_else() {
+    use elfen_daemon::config::Mode;
     use elfen_daemon::metrics::{GuardCounts, KnobCount, Snapshot};
+    use elfen_daemon::protection::fit::FitState;
     use elfen_ops::health::{DaemonKnob, GroupState};
     let dir = tempfile::tempdir().unwrap();
     let spec = elfen_shm::PageSpec::for_pairs(&[(0, vec![1])], 1, 0);
@@ -161,6 +163,14 @@ fn every_documented_metric_is_served_and_nothing_else() {
             failures: 0,
         }],
         groups: vec![("frz".into(), GroupState::Ok)],
+        modes: vec![elfen_daemon::metrics::ModeState {
+            group: "frz".into(),
+            rungs: vec![Mode::Idle, Mode::Freeze],
+            active: Mode::Idle,
+            switches: 1,
+            fits: Some((Mode::Freeze, FitState::Unfit)),
+            contention: None,
+        }],
         // and memory, I/O and egress isolation with a watermark, a kill
         // and a low-priority group
         isolation: elfen_daemon::isolation::IsolationCounts {

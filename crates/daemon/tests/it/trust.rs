@@ -632,9 +632,12 @@ fn lc_user_is_checked_before_anything_is_applied() {
 fn lost_setup(extra: &str, g: &TestGroup) -> (Setup, String) {
     let name = unique("g");
     let name = name[name.len() - 15..].to_string();
+    // freeze from the start: these tests are about the group, not about
+    // whether freeze fits the service (judged after observe_ms otherwise)
+    let extra = format!("{extra}\n[freeze]\nunfit = \"warn\"\n");
     let s = setup(
         &name,
-        extra,
+        &extra,
         &format!(
             "[[batch]]\nname = \"frz\"\nmode = \"freeze\"\ncgroup = \"{}\"\n\
              [[batch]]\nname = \"spin\"\nmode = \"guard\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n",
@@ -680,12 +683,24 @@ fn a_group_removed_under_the_daemon_is_counted_shown_and_kept_running_when_asked
         ],
     );
     d.wait_for("LC service found", Duration::from_secs(5));
-    // the freezer freezes and thaws the (empty) group; then it is removed
-    assert!(
-        wait_until(Duration::from_secs(5), || g.freezer_state() != "THAWED"),
-        "frozen while the LC is busy:\n{}",
-        d.output()
+    // the freezer freezes and thaws the (empty) group; then it is removed.
+    // Watched from the LC's CPU at SCHED_FIFO 1: on the batch CPU a guard
+    // (or the writer) spins while the LC is busy, and an ordinary thread
+    // may get to read the state only once the LC is idle and the group
+    // thawed again; preempting the LC, this one reads it at once.
+    let pin = elfen_topo::PinGuard::new(0).unwrap();
+    let fifo = libc::sched_param { sched_priority: 1 };
+    // SAFETY: this thread's own policy, a valid parameter.
+    assert_eq!(
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) },
+        0
     );
+    let frozen = wait_until(Duration::from_secs(5), || g.freezer_state() != "THAWED");
+    let other = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as above.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &other) };
+    drop(pin);
+    assert!(frozen, "frozen while the LC is busy:\n{}", d.output());
     remove_group(&g, &["freezer"]);
     let lost = d.wait_for("LOST: batch frz", Duration::from_secs(5));
     assert!(
