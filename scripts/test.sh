@@ -38,7 +38,7 @@ rm -rf bindings/java/*/target/surefire-reports
 ( . scripts/java-env.sh && mvn -B -ntp -f bindings/java/pom.xml verify )
 
 step "cargo test (workspace; the harness against Lucene uses the jar the Java step built)"
-cargo test --locked --workspace
+cargo test --locked --workspace --no-fail-fast
 
 step "skipped and fuzzed"
 cargo run --locked -q -p elfen-cmd --bin elfen-test-log -- "$ELFEN_TEST_LOG" \
