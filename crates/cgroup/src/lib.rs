@@ -18,6 +18,10 @@
 //!   freezer, memory limit, I/O bandwidth — skipping values already in
 //!   place, ordering hierarchical cpuset writes, refusing bad input before
 //!   the first write;
+//! - resolves the **names the host uses** — systemd units and slices,
+//!   containers, Kubernetes pods and QoS classes — to groups
+//!   ([`HostNames`], [`select`]), and says who owns a group and whether
+//!   this process's own group is delegated to it ([`host`]);
 //! - records in a **state file** (atomically, before each change) the
 //!   groups it created and the original value of every knob it changes on
 //!   groups it did not, so [`Executor::restore_all`] (clean shutdown) and
@@ -50,11 +54,13 @@ mod executor;
 mod freezer;
 mod fsio;
 mod group;
+pub mod host;
 mod kill;
 mod knob;
 mod layout;
 pub mod measure;
 mod restore;
+pub mod select;
 mod state;
 
 pub use apply::{ApplyReport, FileWrite};
@@ -62,6 +68,7 @@ pub use error::{CgroupError, Result};
 pub use executor::Executor;
 pub use freezer::{FreezeOutcome, FreezerState};
 pub use group::{Group, GroupPath};
+pub use host::{Delegation, HostSituation, Owner};
 pub use kill::{KILL_TIMEOUT, KillReport, Survivor};
 pub use knob::{Device, Knob, KnobKind, shares_to_weight, weight_to_shares};
 pub use layout::{
@@ -69,4 +76,5 @@ pub use layout::{
     detect_layout,
 };
 pub use restore::{RestoreAction, RestoreReport};
+pub use select::{HostFiles, HostNames, QosClass, Resolved, SelectError, Selector};
 pub use state::{CreatedEntry, EnabledEntry, OriginalEntry, STATE_VERSION, StateRecord};

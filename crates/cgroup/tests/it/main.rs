@@ -4,6 +4,7 @@
 
 mod common;
 mod hybrid;
+mod names;
 mod owned;
 mod real;
 mod recovery;
