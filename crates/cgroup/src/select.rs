@@ -384,7 +384,7 @@ impl HostFiles {
 }
 
 /// Resolves [`Selector`]s on one host (see the module docs).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostNames {
     trees: Vec<Tree>,
     files: HostFiles,

@@ -281,6 +281,12 @@ impl Daemon {
                 _ => None,
             },
         };
+        if let (Some(ex), Some(h)) = (&self.executor, &plan.hierarchy) {
+            // on a systemd host: into its delegated leaf, and no write above it
+            crate::batch::enter_delegated_leaf(&plan.placement, h)?;
+            let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+            ex.set_delegated(plan.placement.boundary());
+        }
         for g in &plan.groups {
             let ex = self.executor.as_ref().expect("a hierarchy for groups");
             let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
@@ -464,7 +470,7 @@ impl Daemon {
         if now >= self.next_rescan {
             self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
             if let Some(ex) = &self.executor {
-                let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+                let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
                 for (i, g) in self.groups.iter_mut().enumerate() {
                     let n = g.idle_threads(&ex, Some((&self.health, i)));
                     if n > 0 {
@@ -472,6 +478,10 @@ impl Daemon {
                             "batch {}: {n} new threads set SCHED_IDLE",
                             g.plan.name
                         ));
+                    }
+                    if g.plan.follows {
+                        out.extend(follow(g, i, &mut ex, &self.health));
+                        continue;
                     }
                     for &c in g.group.controllers() {
                         let Ok(dir) = ex.hierarchy().group_dir(c, g.group.path()) else {
@@ -706,6 +716,53 @@ impl Daemon {
         let _ = std::fs::remove_file(elfen_ops::health::health_path(self.page.path()));
         r
     }
+}
+
+/// A batch group that follows a unit, container or pod: its group gone,
+/// it waits (said once); back, its knobs are applied again (said).
+fn follow(
+    g: &mut BatchGroup,
+    i: usize,
+    ex: &mut elfen_cgroup::Executor,
+    health: &Health,
+) -> Option<String> {
+    let what = g
+        .plan
+        .named
+        .clone()
+        .unwrap_or_else(|| g.plan.path.to_string());
+    if !g.present(ex) {
+        return health
+            .set_waiting(
+                i,
+                format!(
+                    "{what} runs nothing now: its cgroup {} is gone",
+                    g.plan.path
+                ),
+            )
+            .then(|| {
+                format!(
+                    "batch {}: {what} stopped (its cgroup {} is gone): waiting for it",
+                    g.plan.name, g.plan.path
+                )
+            });
+    }
+    if !health.is_waiting(i) {
+        return None;
+    }
+    Some(match g.reapply(ex) {
+        Ok(()) => {
+            health.clear_waiting(i);
+            format!(
+                "batch {}: {what} is back (cgroup {}): its knobs are applied again",
+                g.plan.name, g.plan.path
+            )
+        }
+        Err(e) => format!(
+            "batch {}: {what} is back but its knobs could not be applied yet: {e}",
+            g.plan.name
+        ),
+    })
 }
 
 /// `elfen daemon`: applies `plan`, keeps it until `stop` is set (the

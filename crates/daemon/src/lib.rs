@@ -23,7 +23,7 @@
 //!   a SIGKILL repairs what was left.
 //!
 //! Modules: [`config`] (the file), [`plan`] (every check before anything
-//! is applied), [`lc`] (discovery), [`writer`], [`bell`], [`guard`],
+//! is applied), [`lc`] (discovery), [`subtree`] (an LC named by the host's names), [`writer`], [`bell`], [`guard`],
 //! [`freeze`], [`blind`], [`worker`] (how each of those threads starts and
 //! stops), [`batch`] (groups, commands, SCHED_IDLE), [`health`] (failed
 //! knob writes counted, groups degraded or lost), [`metrics`], [`daemon`]
@@ -45,7 +45,9 @@ pub mod helpers;
 pub mod lc;
 pub mod measure;
 pub mod metrics;
+pub mod placement;
 pub mod plan;
+pub mod subtree;
 pub mod worker;
 pub mod writer;
 

@@ -75,6 +75,9 @@ pub enum GroupState {
     /// Its cgroup is gone (removed under the daemon): its processes are no
     /// longer contained.
     Lost,
+    /// A unit, container or pod it follows runs nothing now (its cgroup is
+    /// gone with it); its knobs are applied again when it is back.
+    Waiting,
 }
 
 impl GroupState {
@@ -84,6 +87,7 @@ impl GroupState {
             GroupState::Ok => "ok",
             GroupState::Degraded => "DEGRADED",
             GroupState::Lost => "LOST",
+            GroupState::Waiting => "waiting",
         }
     }
 }
@@ -197,7 +201,9 @@ impl DaemonHealth {
 
     /// Whether a group is lost or degraded.
     pub fn troubled(&self) -> bool {
-        self.groups.iter().any(|g| g.state != GroupState::Ok)
+        self.groups
+            .iter()
+            .any(|g| matches!(g.state, GroupState::Lost | GroupState::Degraded))
     }
 }
 

@@ -6,9 +6,11 @@
 
 mod common;
 mod config;
+mod hosts;
 mod idle;
 mod live;
 mod measure;
 mod metrics_doc;
+mod names_live;
 mod page_attack;
 mod trust;
