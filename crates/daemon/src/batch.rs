@@ -256,6 +256,10 @@ impl BatchGroup {
         cmd.args(args)
             .stdin(Stdio::null())
             .env("ELFEN_PAGE", &env.page);
+        // the service manager's socket is the daemon's, not the command's
+        for v in elfen_ops::notify::ENV {
+            cmd.env_remove(v);
+        }
         if let Some(l) = env.lane {
             cmd.env("ELFEN_LANE", l.to_string());
         }

@@ -623,6 +623,17 @@ impl Daemon {
         }
     }
 
+    /// One line for the service manager's status: what is protected and
+    /// how many batch groups.
+    pub fn status_line(&self) -> String {
+        format!(
+            "protecting {}; {} batch group{}",
+            self.plan.lc,
+            self.groups.len(),
+            if self.groups.len() == 1 { "" } else { "s" }
+        )
+    }
+
     /// The metrics endpoint's address, when it runs.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.metrics.as_ref().map(DaemonMetrics::addr)
@@ -793,6 +804,11 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
         log(format!("metrics at http://{a}/metrics"));
     }
     log("running (SIGTERM or SIGINT to stop and restore)");
+    // under systemd (Type=notify): ready now; the heartbeat feeds the watchdog
+    let mut notifier = elfen_ops::notify::Notifier::from_env();
+    if let Some(n) = &notifier {
+        let _ = n.ready(&d.status_line());
+    }
     let mut failure = None;
     while !stop.load(Relaxed) {
         match d.tick() {
@@ -802,7 +818,13 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
                 break;
             }
         }
+        if let Some(n) = &mut notifier {
+            let _ = n.watchdog();
+        }
         std::thread::sleep(every);
+    }
+    if let Some(n) = &notifier {
+        let _ = n.stopping("stopping: restoring what was changed");
     }
     for m in d.tick().unwrap_or_default() {
         log(m);

@@ -13,6 +13,7 @@
 //! | the text view of `elfen status` | [`render`] |
 //! | the kill switch: `elfen ctl off` / `on` | [`ctl`] |
 //! | Prometheus metrics of a page over HTTP (`elfen metrics`; the daemon serves the same registry with its own metrics added) | [`metrics`] |
+//! | the service manager's notifications (`READY=1`, `WATCHDOG=1`, `STATUS=`) for `Type=notify` units | [`notify`] |
 //! | the clap commands the `elfen` binary flattens | [`cli`] |
 #![deny(missing_docs)]
 
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod ctl;
 pub mod health;
 pub mod metrics;
+pub mod notify;
 pub mod render;
 pub mod status;
 
