@@ -198,21 +198,29 @@ impl BatchGroup {
         Ok(g)
     }
 
-    /// Applies the group's start knobs again (its cpuset, how it yields):
-    /// the group it follows was made anew (a unit restarted), with the
-    /// kernel's defaults.
-    pub fn reapply(&mut self, ex: &mut Executor) -> Result<(), DaemonError> {
+    /// Applies the group's start knobs again (its cpuset, how it yields)
+    /// where they no longer hold: the group it follows was made anew (a
+    /// unit restarted), or its owner wrote over them (systemd applies a
+    /// unit's CPU settings again at a daemon-reload). Returns what was
+    /// written (nothing when every value still held).
+    pub fn reapply(&mut self, ex: &mut Executor) -> Result<Vec<String>, DaemonError> {
+        let mut written = Vec::new();
         if let Some(cpus) = &self.plan.confine {
-            ex.set(&self.group, Knob::CpusetCpus(cpus.clone()))?;
+            let knob = Knob::CpusetCpus(cpus.clone());
+            if !ex.set(&self.group, knob.clone())?.is_noop() {
+                written.push(format!("{knob} on {}", self.group.path()));
+            }
         }
         if let Some(y) = &self.plan.cpu_yield {
             for p in &y.groups {
                 let g = ex.open_group(p.as_str(), &[Controller::Cpu])?;
-                ex.set(&g, y.knob.clone())?;
+                if !ex.set(&g, y.knob.clone())?.is_noop() {
+                    written.push(format!("{} on {p}", y.knob));
+                }
             }
         }
         self.idle_threads(ex, None);
-        Ok(())
+        Ok(written)
     }
 
     /// Whether every directory of the group exists.

@@ -481,7 +481,12 @@ impl Daemon {
                     }
                     if g.plan.follows {
                         out.extend(follow(g, i, &mut ex, &self.health));
-                        continue;
+                        if self.health.is_waiting(i) {
+                            continue;
+                        }
+                    }
+                    if !g.is_owned() && g.present(&ex) {
+                        out.extend(reassert(g, &mut ex));
                     }
                     for &c in g.group.controllers() {
                         let Ok(dir) = ex.hierarchy().group_dir(c, g.group.path()) else {
@@ -762,7 +767,7 @@ fn follow(
         return None;
     }
     Some(match g.reapply(ex) {
-        Ok(()) => {
+        Ok(_) => {
             health.clear_waiting(i);
             format!(
                 "batch {}: {what} is back (cgroup {}): its knobs are applied again",
@@ -774,6 +779,24 @@ fn follow(
             g.plan.name
         ),
     })
+}
+
+/// An existing group's start knobs written again where its owner wrote
+/// over them (said, with what).
+fn reassert(g: &mut BatchGroup, ex: &mut elfen_cgroup::Executor) -> Option<String> {
+    match g.reapply(ex) {
+        Ok(w) if w.is_empty() => None,
+        Ok(w) => Some(format!(
+            "batch {}: {} changed under the daemon (by the group's owner: systemd writes a \
+             unit's CPU settings again at a daemon-reload): written again",
+            g.plan.name,
+            w.join(", ")
+        )),
+        Err(e) => Some(format!(
+            "batch {}: its knobs could not be checked: {e}",
+            g.plan.name
+        )),
+    }
 }
 
 /// `elfen daemon`: applies `plan`, keeps it until `stop` is set (the

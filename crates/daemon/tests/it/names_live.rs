@@ -166,3 +166,53 @@ fn an_lc_named_by_its_group_is_a_subtree_followed_across_recreation() {
     drop(d);
     groups.remove_all();
 }
+
+/// An existing group's `cpu.idle`, written back by its owner (systemd does
+/// at a daemon-reload), is set again at the next rescan, and said.
+#[test]
+fn a_knob_its_owner_wrote_over_is_written_again() {
+    let Some(()) = live_ok("a_knob_its_owner_wrote_over_is_written_again") else {
+        return;
+    };
+    let _one = serial();
+    let name = unique("own");
+    let g = TestGroup::new(&name, &["cpu", "freezer"]);
+    let idle = g.dir("cpu").join("cpu.idle");
+    if !idle.exists() {
+        elfen_cmd::skip::skip_test(
+            "a_knob_its_owner_wrote_over_is_written_again",
+            elfen_cmd::skip::Need::CgroupV1("cpu".into()),
+            "cpu.idle (Linux 5.15)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let page = PathBuf::from(format!("/dev/shm/{}", unique("page")));
+    let config = dir.path().join("daemon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "page = \"{}\"\nstate_file = \"{}\"\npairs = \"0:1\"\nheartbeat_ms = 20\n\
+             [metrics]\nlisten = \"\"\n[signal]\npriority = 0\n\
+             [lc]\ncomm = \"nobody-runs-this\"\nrescan_ms = 100\n\
+             [[batch]]\nname = \"b\"\nmode = \"idle\"\nidle_method = \"cpu_idle\"\ncgroup = \"{name}\"\n",
+            page.display(),
+            state.display()
+        ),
+    )
+    .unwrap();
+    let d = DaemonProc::start(&config, &state, &page);
+    d.wait_for("running", Duration::from_secs(10));
+    let read = || std::fs::read_to_string(&idle).unwrap().trim().to_string();
+    assert_eq!(read(), "1", "the daemon made the group idle");
+    std::fs::write(&idle, "0").unwrap(); // its owner writes it back
+    let line = d.wait_for("changed under the daemon", Duration::from_secs(5));
+    assert!(line.contains(&name), "{line}");
+    assert!(
+        wait_until(Duration::from_secs(2), || read() == "1"),
+        "idle again"
+    );
+    drop(d);
+    assert_eq!(read(), "0", "the stop restores the original value");
+}
