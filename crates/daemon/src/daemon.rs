@@ -375,6 +375,17 @@ impl Daemon {
             )?);
         }
         self.start_blind(&plan)?;
+        self.health.set_about(elfen_ops::health::DaemonAbout {
+            lc: plan.lc.to_string(),
+            lc_groups: Vec::new(),
+            host: plan.host.describe(),
+            placement: plan.placement.describe(),
+            policy: plan.describe_policy(),
+            source: self
+                .writer
+                .as_ref()
+                .map_or(String::new(), |w| w.source().to_string()),
+        });
         Ok(())
     }
 
@@ -462,6 +473,7 @@ impl Daemon {
             match n {
                 Notice::Restarted { .. } => self.lc_restarts += 1,
                 Notice::Ignored { .. } => self.health.lc_ignored(),
+                Notice::Moved { groups } => self.health.set_lc_groups(groups.clone()),
                 _ => {}
             }
         }

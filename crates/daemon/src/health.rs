@@ -28,7 +28,7 @@ use crate::config::Mode;
 use crate::plan::GroupPlan;
 use elfen_cgroup::CgroupError;
 use elfen_ops::health::{
-    DaemonHealth, DaemonKnob, GroupHealth, GroupState, HEALTH_SCHEMA, KnobFailures,
+    DaemonAbout, DaemonHealth, DaemonKnob, GroupHealth, GroupState, HEALTH_SCHEMA, KnobFailures,
 };
 use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
@@ -72,6 +72,8 @@ struct GroupLive {
     /// The group follows a unit, container or pod: gone, it waits.
     follows: bool,
     waiting: Mutex<Option<String>>,
+    named: Option<String>,
+    owner: Option<String>,
 }
 
 fn slot(k: DaemonKnob) -> usize {
@@ -86,6 +88,7 @@ fn slot(k: DaemonKnob) -> usize {
 pub struct Health {
     groups: Vec<GroupLive>,
     lc_ignored: AtomicU64,
+    about: Mutex<Option<DaemonAbout>>,
 }
 
 /// A handle for one group's writer thread (freezer, blind isolation).
@@ -129,9 +132,29 @@ impl Health {
                     fallback: Mutex::new(None),
                     follows: g.follows,
                     waiting: Mutex::new(None),
+                    named: g.named.clone(),
+                    owner: (g.owner != elfen_cgroup::Owner::Operator).then(|| g.owner.describe()),
                 })
                 .collect(),
             lc_ignored: AtomicU64::new(0),
+            about: Mutex::new(None),
+        }
+    }
+
+    /// What the daemon runs (for `elfen status`).
+    pub fn set_about(&self, about: DaemonAbout) {
+        *self.about.lock().unwrap_or_else(|p| p.into_inner()) = Some(about);
+    }
+
+    /// The groups the LC is watched in now.
+    pub fn set_lc_groups(&self, groups: Vec<String>) {
+        if let Some(a) = self
+            .about
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            a.lc_groups = groups;
         }
     }
 
@@ -342,6 +365,8 @@ impl Health {
                     state,
                     reason,
                     failures,
+                    named: gl.named.clone(),
+                    owner: gl.owner.clone(),
                 }
             })
             .collect();
@@ -350,6 +375,7 @@ impl Health {
             pid: std::process::id(),
             lc_ignored: self.lc_ignored.load(Relaxed),
             groups,
+            about: self.about.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 

@@ -367,6 +367,9 @@ impl Discovery {
             LcTarget::Groups(t) => {
                 let (g, c) = Subtrees::start(t, src);
                 notes.extend(c.warnings.into_iter().map(Notice::Warning));
+                if !g.dirs().is_empty() {
+                    notes.push(Notice::Moved { groups: g.dirs() });
+                }
                 d.watched = g.pids().clone();
                 d.groups = Some(g);
             }

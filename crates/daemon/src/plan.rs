@@ -257,6 +257,19 @@ impl Plan {
             .filter(move |b| b.request_lane == lane)
     }
 
+    /// The policy in words (`refresh_budget (budget 500 µs)`).
+    pub fn describe_policy(&self) -> String {
+        if self.policy.kind.uses_budget() {
+            format!(
+                "{} (budget {} µs)",
+                self.policy.kind,
+                self.policy.budget_ns / 1000
+            )
+        } else {
+            self.policy.kind.to_string()
+        }
+    }
+
     /// A summary for `--check` and the start of a run.
     pub fn describe(&self) -> String {
         let mut s = format!(
