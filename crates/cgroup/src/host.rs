@@ -214,7 +214,14 @@ impl HostSituation {
     pub fn detect(layout: Layout, v2_tree: Option<&Path>) -> HostSituation {
         let systemd = systemd_is_pid1();
         let own_group = v2_group_of(std::process::id());
-        let delegation = if !systemd || layout != Layout::V2 {
+        let delegation = if in_foreign_namespace(own_group.as_ref(), v2_tree) {
+            Delegation::NotDelegated {
+                unit: None,
+                why: "it runs in a cgroup namespace of its own (a container): its group in the \
+                      host's tree is not known, and the tree is the host's"
+                    .into(),
+            }
+        } else if !systemd || layout != Layout::V2 {
             Delegation::NoManager
         } else {
             match (&own_group, v2_tree) {
@@ -264,6 +271,23 @@ impl HostSituation {
             ),
         }
     }
+}
+
+/// Whether this process sees the v2 tree at `tree` through a cgroup
+/// namespace of its own (a container's): its group reads as the root, but
+/// the tree's root group does not hold it.
+fn in_foreign_namespace(own: Option<&GroupPath>, tree: Option<&Path>) -> bool {
+    let (Some(own), Some(tree)) = (own, tree) else {
+        return false;
+    };
+    if !own.is_root() {
+        return false;
+    }
+    let Ok(procs) = std::fs::read_to_string(tree.join("cgroup.procs")) else {
+        return false;
+    };
+    let me = std::process::id().to_string();
+    !procs.lines().any(|l| l.trim() == me)
 }
 
 /// Whether group `g` of the v2 tree at `tree` is delegated: its
