@@ -136,11 +136,14 @@ pub const EXIT_CONFIG: i32 = 78;
 
 /// Says a refused configuration and exits with [`EXIT_CONFIG`].
 fn config_refused(e: anyhow::Error) -> ! {
-    eprintln!("elfen daemon: error: {e:#}");
+    crate::logging::error(format!("error: {e:#}"));
     std::process::exit(EXIT_CONFIG)
 }
 
 fn run_daemon(path: &Path, check: bool) -> anyhow::Result<()> {
+    if !check {
+        crate::logging::init();
+    }
     let config = Config::load(path)
         .context("invalid configuration, nothing applied")
         .unwrap_or_else(|e| config_refused(e));
@@ -160,7 +163,7 @@ fn run_daemon(path: &Path, check: bool) -> anyhow::Result<()> {
         Ok(_) => Ok(()),
         // a distinct status: a supervisor must not take it for a crash
         Err(e @ crate::DaemonError::GroupLost { .. }) => {
-            eprintln!("elfen daemon: error: {e}");
+            crate::logging::error(format!("error: {e}"));
             std::process::exit(crate::health::EXIT_GROUP_LOST)
         }
         // refused at start (a metrics port in use): nothing was applied

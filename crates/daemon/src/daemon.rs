@@ -183,7 +183,7 @@ fn group_thread_priority(plan: &Plan) -> u8 {
 }
 
 fn log(msg: impl std::fmt::Display) {
-    eprintln!("elfen daemon: {msg}");
+    crate::logging::info(msg);
 }
 
 impl Daemon {
@@ -265,7 +265,7 @@ impl Daemon {
             }
             Err(e) => {
                 let r = d.shutdown();
-                log(format!("start failed; given back:\n{r}"));
+                crate::logging::error(format!("start failed; given back:\n{r}"));
                 Err(e)
             }
         }
@@ -583,7 +583,7 @@ impl Daemon {
                     "cpuset or freeze"
                 }
             );
-            log(format!("batch {}: DEGRADED: {how}", g.plan.name));
+            crate::logging::warn(format!("batch {}: DEGRADED: {how}", g.plan.name));
             self.health.set_fallback(i, how);
             // at once, not at the next rescan
             if let Some(ex) = &self.executor {

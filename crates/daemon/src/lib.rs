@@ -27,7 +27,7 @@
 //! [`freeze`], [`blind`], [`worker`] (how each of those threads starts and
 //! stops), [`batch`] (groups, commands, SCHED_IDLE), [`health`] (failed
 //! knob writes counted, groups degraded or lost), [`metrics`], [`daemon`]
-//! (the run), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC
+//! (the run), [`logging`] (one event per line, with levels), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC
 //! service and spinner), [`cli`].
 #![deny(missing_docs)]
 
@@ -43,6 +43,7 @@ pub mod guard;
 pub mod health;
 pub mod helpers;
 pub mod lc;
+pub mod logging;
 pub mod measure;
 pub mod metrics;
 pub mod placement;
