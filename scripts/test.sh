@@ -45,4 +45,8 @@ cargo run --locked -q -p elfen-cmd --bin elfen-test-log -- "$ELFEN_TEST_LOG" \
   --surefire bindings/java/signal/target/surefire-reports \
   --surefire bindings/java/lucene/target/surefire-reports
 
+step "VM test bed: the daemon's live tests and an end-to-end run on systemd + cgroup v2, SMT 2x2 (docs/vmtest.md)"
+# the debug elfen and test binaries the workspace tests built (build once, test many)
+scripts/vmtest.sh --profile debug
+
 step "all tests passed"

@@ -1,5 +1,7 @@
-//! Compiles `src/bpf/sched.bpf.c` with clang (`-target bpf`, CO-RE) and
-//! generates its libbpf-rs skeleton into `$OUT_DIR/sched.skel.rs`.
+//! Compiles the BPF programs with clang (`-target bpf`) and generates their
+//! libbpf-rs skeletons: `src/bpf/sched.bpf.c` (CO-RE) into
+//! `$OUT_DIR/sched.skel.rs`, `src/bpf/egress.bpf.c` into
+//! `$OUT_DIR/egress.skel.rs`.
 //!
 //! Needs clang on PATH (or `ELFEN_BPF_CLANG=/path/to/clang`); the libbpf
 //! headers (`bpf/bpf_helpers.h`, …) come from the vendored libbpf-sys.
@@ -8,9 +10,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const SRC: &str = "src/bpf/sched.bpf.c";
+const EGRESS: &str = "src/bpf/egress.bpf.c";
 
 fn main() {
-    for f in ["sched.bpf.c", "elfen_bpf.h", "core.h"] {
+    for f in [
+        "sched.bpf.c",
+        "elfen_bpf.h",
+        "core.h",
+        "egress.bpf.c",
+        "egress.h",
+    ] {
         println!("cargo:rerun-if-changed=src/bpf/{f}");
     }
     println!("cargo:rerun-if-env-changed=ELFEN_BPF_CLANG");
@@ -42,4 +51,15 @@ fn main() {
         ])
         .build_and_generate(out.join("sched.skel.rs"))
         .unwrap_or_else(|e| panic!("building {SRC} and its skeleton: {e:#}"));
+    libbpf_cargo::SkeletonBuilder::new()
+        .source(manifest.join(EGRESS))
+        .obj(out.join("egress.bpf.o"))
+        .clang(&clang)
+        .clang_args([
+            "-Wall".to_string(),
+            "-Werror".to_string(),
+            format!("-I{}", include.display()),
+        ])
+        .build_and_generate(out.join("egress.skel.rs"))
+        .unwrap_or_else(|e| panic!("building {EGRESS} and its skeleton: {e:#}"));
 }

@@ -1,5 +1,5 @@
-//! `elfen bench`, `elfen report`, `elfen serve` and the hidden batch-worker
-//! subcommand.
+//! `elfen bench`, `elfen report`, `elfen serve`, `elfen load` and the hidden
+//! batch-worker subcommand.
 
 use crate::lc::serve::ServeArgs;
 use crate::report;
@@ -25,6 +25,11 @@ pub enum Command {
     /// Run the built-in pointer-chase LC service as a process of its own
     /// (speaks docs/lc-protocol.md; `elfen bench --lc external` can drive it).
     Serve(ServeArgs),
+    /// Drive an LC service open-loop at a rate for a duration with the
+    /// harness's generator (starting it as `elfen bench` does: Redis,
+    /// memcached, or the built-in service as `elfen serve`), and print its
+    /// latency from intended send times.
+    Load(crate::load::drive::LoadArgs),
     /// (internal) The batch process `elfen bench` starts for each point.
     #[command(name = "bench-batch-worker", hide = true)]
     BenchBatchWorker {
@@ -165,6 +170,7 @@ impl Command {
             Command::Bench(a) => run_bench(a),
             Command::Report(a) => run_report(a),
             Command::Serve(a) => crate::lc::serve::run(a),
+            Command::Load(a) => crate::load::drive::run(a),
             Command::BenchBatchWorker { args } => {
                 std::process::exit(crate::batch::worker_main(&args))
             }

@@ -19,6 +19,9 @@
 //! - [`Source`]: either of them behind one set of methods, with
 //!   [`Source::describe`] for run-time reports.
 //! - [`probe()`]: whether BPF loads here and, if not, why.
+//! - [`egress`]: a second, unrelated program — a cgroup-skb egress hook
+//!   that sends a batch group's packets at low priority
+//!   (`src/bpf/egress.bpf.c`), for the daemon's egress isolation.
 //! - [`cli`]: `elfen bpf probe` and `elfen bpf visibility` (figures).
 //!
 //! The contract between the BPF C and Rust is one header,
@@ -27,6 +30,7 @@
 
 pub mod cli;
 pub mod contract;
+pub mod egress;
 mod error;
 mod poll;
 mod probe;
@@ -41,7 +45,7 @@ pub mod visibility;
 pub use contract::{CpuSlot, LcEvent, SlotSnapshot};
 pub use error::BpfError;
 pub use poll::PollSource;
-pub use probe::{Probe, VMLINUX_BTF, probe};
+pub use probe::{LogCapture, Probe, VMLINUX_BTF, check_btf, check_privileges, probe};
 pub use sched::{SchedSource, program_exists};
 pub use slots::SlotReader;
 pub use source::{Options, Source};

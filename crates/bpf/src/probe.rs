@@ -21,7 +21,7 @@ fn creds() -> (u32, u64) {
 
 /// Fails unless the process holds CAP_SYS_ADMIN or CAP_BPF + CAP_PERFMON
 /// (what loading a tracing program and creating its maps needs).
-pub(crate) fn check_privileges() -> Result<(), BpfError> {
+pub fn check_privileges() -> Result<(), BpfError> {
     let (euid, cap) = creds();
     let has = |c: u32| cap & (1u64 << c) != 0;
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
@@ -43,7 +43,7 @@ pub(crate) fn check_privileges() -> Result<(), BpfError> {
 }
 
 /// Fails unless the kernel's BTF exists at [`VMLINUX_BTF`].
-pub(crate) fn check_btf() -> Result<(), BpfError> {
+pub fn check_btf() -> Result<(), BpfError> {
     if Path::new(VMLINUX_BTF).exists() {
         Ok(())
     } else {
@@ -72,19 +72,20 @@ fn capture(_level: libbpf_rs::PrintLevel, msg: String) {
 /// While alive, libbpf's messages (warnings and the verifier log) go to a
 /// buffer instead of stderr; the previous print callback is restored on drop.
 /// libbpf's print callback is process-wide.
-pub(crate) struct LogCapture {
+pub struct LogCapture {
     previous: Option<(libbpf_rs::PrintLevel, libbpf_rs::PrintCallback)>,
 }
 
 impl LogCapture {
-    pub(crate) fn start() -> LogCapture {
+    /// Starts capturing (until the guard is dropped).
+    pub fn start() -> LogCapture {
         LOG.lock().unwrap_or_else(|p| p.into_inner()).clear();
         let previous = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, capture)));
         LogCapture { previous }
     }
 
     /// The last [`LOG_KEEP`] lines captured so far.
-    pub(crate) fn tail(&self) -> Vec<String> {
+    pub fn tail(&self) -> Vec<String> {
         let log = LOG.lock().unwrap_or_else(|p| p.into_inner());
         log[log.len().saturating_sub(LOG_KEEP)..].to_vec()
     }

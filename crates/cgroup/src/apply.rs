@@ -285,7 +285,7 @@ impl Executor {
 
     /// The list a child of `parent` must stay within, and the file it came
     /// from; `None` if no ancestor has the file (a bare test root).
-    fn parent_bound(
+    pub(crate) fn parent_bound(
         &self,
         parent: &GroupPath,
         kind: KnobKind,

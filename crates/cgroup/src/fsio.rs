@@ -21,7 +21,10 @@ pub(crate) fn read_trim(path: &Path) -> Result<String> {
 
 /// Writes `value` to a cgroup file in one write (no create, no truncate
 /// semantics beyond what the file system gives: on cgroupfs the kernel
-/// parses the buffer; on a test's temp dir the file is replaced).
+/// parses the buffer; on a test's temp dir the file is replaced). An empty
+/// value (a v2 cpuset that inherits its parent's CPUs) is written as a
+/// newline: a write of no bytes never reaches the kernel, so the file would
+/// keep its old value.
 pub(crate) fn write(path: &Path, value: &str) -> Result<()> {
     let op = || format!("writing {value:?}");
     let mut f = std::fs::OpenOptions::new()
@@ -29,7 +32,8 @@ pub(crate) fn write(path: &Path, value: &str) -> Result<()> {
         .truncate(true)
         .open(path)
         .map_err(|e| CgroupError::io(path, op(), e))?;
-    f.write_all(value.as_bytes())
+    let bytes = if value.is_empty() { "\n" } else { value };
+    f.write_all(bytes.as_bytes())
         .map_err(|e| CgroupError::io(path, op(), e))
 }
 
@@ -98,4 +102,34 @@ pub(crate) fn parse_ids(path: &Path, content: &str) -> Result<Vec<u32>> {
                 .map_err(|_| CgroupError::parse(path, t, "expected a process or thread id"))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    /// A write reaches the reader as one buffer — an empty value too: the
+    /// kernel sees a newline (an empty list), not nothing at all.
+    #[test]
+    fn an_empty_value_is_written_as_a_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("cpuset.cpus");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // the read end first (non-blocking), so opening for writing does not wait
+        let mut r = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        for (value, seen) in [("1-3", "1-3"), ("", "\n")] {
+            write(&fifo, value).unwrap();
+            let mut buf = [0u8; 16];
+            let n = r.read(&mut buf).unwrap_or(0);
+            assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), seen, "{value:?}");
+        }
+    }
 }

@@ -1,8 +1,15 @@
-//! Killing every process of a group the executor created for its owner's
-//! commands ([`Executor::create_owned_group`]): a command that forks (a
-//! shell wrapper, `make -j`, a daemonising grandchild) leaves processes the
-//! owner never saw, and they must not outlive the group — moved to the
-//! parent they would run unconfined.
+//! Killing every process of a group and of the groups below it — one
+//! mechanism for two callers:
+//!
+//! - a group the executor created for its owner's commands
+//!   ([`Executor::create_owned_group`], [`Executor::kill_tasks`]): a command
+//!   that forks (a shell wrapper, `make -j`, a daemonising grandchild) leaves
+//!   processes the owner never saw, and they must not outlive the group —
+//!   moved to the parent they would run unconfined;
+//! - any batch group its owner decides to kill (a memory watermark:
+//!   [`Executor::kill_target`] then [`KillTarget::kill`]), sparing the
+//!   processes a rule names (the LC's, the owner's own): then the kernel's
+//!   `cgroup.kill`, which spares nothing, is not used.
 //!
 //! - **v2**: `cgroup.kill` (the kernel kills every process of the group and
 //!   its descendants, forks in flight included).
@@ -52,9 +59,14 @@ impl std::fmt::Display for Survivor {
 pub struct KillReport {
     /// Processes signalled (distinct pids).
     pub killed: usize,
+    /// Their pids (all of them: `cgroup.kill` signals what it finds).
+    pub pids: Vec<u32>,
+    /// Processes of the group the sparing rule kept alive.
+    pub spared: Vec<u32>,
     /// How: `cgroup.kill`, `freezer` (freeze, SIGKILL, thaw) or `signals`.
     pub method: &'static str,
-    /// Processes still in the group when the time ran out.
+    /// Processes still in the group when the time ran out (the spared
+    /// ones aside).
     pub survivors: Vec<Survivor>,
 }
 
@@ -76,8 +88,10 @@ impl std::fmt::Display for KillReport {
     }
 }
 
-/// Where a group's processes are and how to stop them.
-struct Target {
+/// Where a group's processes are and how to stop them: paths only, so the
+/// kill runs without holding the executor.
+#[derive(Debug, Clone)]
+pub struct KillTarget {
     /// The group's directories (one per distinct hierarchy).
     dirs: Vec<PathBuf>,
     /// Its freezer directory and whether it is v2's `cgroup.freeze`.
@@ -86,8 +100,9 @@ struct Target {
     kill_file: Option<PathBuf>,
 }
 
-impl Target {
-    /// Processes in the groups and every group below them.
+impl KillTarget {
+    /// Live processes in the groups and every group below them (a zombie,
+    /// listed in a v1 group until its parent reaps it, has exited).
     fn procs(&self) -> BTreeSet<u32> {
         let mut out = BTreeSet::new();
         for d in &self.dirs {
@@ -98,7 +113,8 @@ impl Target {
                 if let Ok(text) = fsio::read(&f) {
                     out.extend(
                         text.split_whitespace()
-                            .filter_map(|w| w.parse::<u32>().ok()),
+                            .filter_map(|w| w.parse::<u32>().ok())
+                            .filter(|&p| !exited(p)),
                     );
                 }
             }
@@ -141,7 +157,7 @@ impl Target {
 
 /// SIGKILL to each of `pids` that is still in the group by the time a
 /// pidfd refers to it; returns how many were signalled.
-fn kill_listed(t: &Target, pids: &BTreeSet<u32>) -> usize {
+fn kill_listed(t: &KillTarget, pids: &BTreeSet<u32>) -> usize {
     let mut fds = Vec::new();
     for &p in pids {
         // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
@@ -180,6 +196,15 @@ fn kill_listed(t: &Target, pids: &BTreeSet<u32>) -> usize {
     n
 }
 
+/// Whether `pid` has exited: gone, or a zombie waiting to be reaped.
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .and_then(|(_, r)| r.trim_start().chars().next())
+            .is_some_and(|c| c == 'Z' || c == 'X')
+    })
+}
+
 fn survivor(pid: u32) -> Survivor {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let state = stat
@@ -194,51 +219,71 @@ fn survivor(pid: u32) -> Survivor {
     }
 }
 
-fn kill_target(t: &Target, timeout: Duration) -> KillReport {
-    let t0 = Instant::now();
-    let mut signalled = BTreeSet::new();
-    let method = if t.kill_file.is_some() {
-        "cgroup.kill"
-    } else if t.freezer.is_some() {
-        "freezer"
-    } else {
-        "signals"
-    };
-    let mut report = KillReport {
-        method,
-        ..KillReport::default()
-    };
-    loop {
-        let pids = t.procs();
-        if pids.is_empty() {
-            break;
-        }
-        if t0.elapsed() >= timeout {
-            report.survivors = pids.into_iter().map(survivor).collect();
-            break;
-        }
-        let killed_by_kernel = t
-            .kill_file
-            .as_ref()
-            .is_some_and(|f| fsio::write(f, "1").is_ok());
-        if killed_by_kernel {
-            signalled.extend(pids);
+impl KillTarget {
+    /// Kills every process of the group and the groups below it but those
+    /// `spare` names, waiting at most `timeout`; what survives is in the
+    /// report.
+    pub fn kill(&self, timeout: Duration, spare: &dyn Fn(u32) -> bool) -> KillReport {
+        let t0 = Instant::now();
+        let mut signalled = BTreeSet::new();
+        let mut spared = BTreeSet::new();
+        let members = |spared: &mut BTreeSet<u32>| {
+            let mut pids = self.procs();
+            pids.retain(|&p| {
+                let keep = spare(p);
+                if keep {
+                    spared.insert(p);
+                }
+                !keep
+            });
+            pids
+        };
+        let first = members(&mut spared);
+        // cgroup.kill spares nothing: only where nothing is to be spared
+        let kill_file = self.kill_file.as_ref().filter(|_| spared.is_empty());
+        let method = if kill_file.is_some() {
+            "cgroup.kill"
+        } else if self.freezer.is_some() {
+            "freezer"
         } else {
-            let frozen = t.set_frozen(true);
-            if frozen {
-                t.wait_frozen();
+            "signals"
+        };
+        let mut report = KillReport {
+            method,
+            ..KillReport::default()
+        };
+        let mut pids = first;
+        loop {
+            if pids.is_empty() {
+                break;
             }
-            let now = t.procs();
-            kill_listed(t, &now);
-            signalled.extend(now);
-            if frozen {
-                t.set_frozen(false);
+            if t0.elapsed() >= timeout {
+                report.survivors = pids.into_iter().map(survivor).collect();
+                break;
             }
+            let killed_by_kernel = kill_file.is_some_and(|f| fsio::write(f, "1").is_ok());
+            if killed_by_kernel {
+                signalled.extend(pids);
+            } else {
+                let frozen = self.set_frozen(true);
+                if frozen {
+                    self.wait_frozen();
+                }
+                let now = members(&mut spared);
+                kill_listed(self, &now);
+                signalled.extend(now);
+                if frozen {
+                    self.set_frozen(false);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            pids = members(&mut spared);
         }
-        std::thread::sleep(Duration::from_millis(5));
+        report.killed = signalled.len();
+        report.pids = signalled.into_iter().collect();
+        report.spared = spared.into_iter().collect();
+        report
     }
-    report.killed = signalled.len();
-    report
 }
 
 impl Executor {
@@ -279,7 +324,7 @@ impl Executor {
             .filter(|c| &c.group == path && c.kill_tasks)
             .map(|c| c.controller)
             .collect();
-        let mut t = Target {
+        let mut t = KillTarget {
             dirs: Vec::new(),
             freezer: None,
             kill_file: None,
@@ -299,6 +344,33 @@ impl Executor {
             }
             t.dirs.push(d);
         }
-        Ok(kill_target(&t, timeout))
+        Ok(t.kill(timeout, &|_| false))
+    }
+
+    /// Where `group`'s processes are, in every hierarchy it is in, to kill
+    /// them with [`KillTarget::kill`] (without holding the executor). Any
+    /// group: the caller decides that its processes may die.
+    pub fn kill_target(&self, group: &Group) -> Result<KillTarget> {
+        let mut t = KillTarget {
+            dirs: Vec::new(),
+            freezer: None,
+            kill_file: None,
+        };
+        for &ctl in &group.controllers {
+            let d = self.hier.group_dir(ctl, &group.path)?;
+            // a test root's cgroup.procs lists made-up pids: never signalled
+            if !d.is_dir() || t.dirs.contains(&d) || !fsio::is_cgroupfs(&d) {
+                continue;
+            }
+            let v2 = self.hier.is_v2(ctl);
+            if v2 && d.join("cgroup.kill").exists() {
+                t.kill_file = Some(d.join("cgroup.kill"));
+            }
+            if ctl == Controller::Freezer {
+                t.freezer = Some((d.clone(), v2));
+            }
+            t.dirs.push(d);
+        }
+        Ok(t)
     }
 }

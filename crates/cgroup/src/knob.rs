@@ -16,7 +16,9 @@
 //! | [`Knob::CpuWeight`] / [`Knob::CpuShares`] | `cpu.shares` | `cpu.weight` |
 //! | [`Knob::Frozen`] | `freezer.state` | `cgroup.freeze` |
 //! | [`Knob::MemoryMax`] | `memory.limit_in_bytes` | `memory.max` |
-//! | [`Knob::IoMax`] | `blkio.throttle.{read,write}_bps_device` | `io.max` |
+//! | [`Knob::MemoryHigh`] | `memory.soft_limit_in_bytes` | `memory.high` |
+//! | [`Knob::IoMax`] | `blkio.throttle.{read,write}_{bps,iops}_device` | `io.max` |
+//! | [`Knob::IoWeight`] | `blkio.bfq.weight` | `io.weight` |
 
 use crate::error::{CgroupError, Result};
 use crate::layout::Controller;
@@ -107,18 +109,37 @@ pub enum Knob {
     /// Reading v1's `FREEZING` counts as `true` (requested, in progress).
     Frozen(bool),
     /// Memory limit in bytes (`None` = unlimited); the kernel keeps it in
-    /// whole pages, rounded down.
+    /// whole pages, rounded down. Past it the kernel reclaims the group's
+    /// memory and, when it cannot, its OOM killer acts inside the group.
     MemoryMax(Option<u64>),
-    /// Read/write bandwidth limits of one block device, bytes per second
-    /// (`None` = unlimited).
+    /// Memory soft limit in bytes (`None` = none). v2 `memory.high`: above
+    /// it the group's allocations are throttled and reclaimed, never
+    /// OOM-killed. v1 `memory.soft_limit_in_bytes`: the group's memory is
+    /// reclaimed down to it first when the machine runs short (no
+    /// throttling). Kept in whole pages, rounded down.
+    MemoryHigh(Option<u64>),
+    /// Bandwidth and IOPS limits of one block device (`None` = unlimited):
+    /// one `io.max` line on v2, four `blkio.throttle.*_device` files on v1.
     IoMax {
-        /// The device.
+        /// The device (a whole disk: the kernel refuses partitions).
         device: Device,
         /// Read limit, bytes/s.
         read_bps: Option<u64>,
         /// Write limit, bytes/s.
         write_bps: Option<u64>,
+        /// Read limit, I/O operations/s.
+        #[serde(default)]
+        read_iops: Option<u64>,
+        /// Write limit, I/O operations/s.
+        #[serde(default)]
+        write_iops: Option<u64>,
     },
+    /// Proportional I/O weight of the group against its siblings (default
+    /// 100): v2 `io.weight` (its `default` line; 1..=10000), v1
+    /// `blkio.bfq.weight` (1..=1000). The kernel honours it only where the
+    /// device's scheduler does: BFQ on v1, the iocost controller (enabled
+    /// in `io.cost.qos`) on v2.
+    IoWeight(u32),
 }
 
 /// Which knob (without its value): the key under which an original value is
@@ -140,8 +161,12 @@ pub enum KnobKind {
     Frozen,
     /// Memory limit.
     MemoryMax,
+    /// Memory soft limit.
+    MemoryHigh,
     /// I/O limits of one device.
     IoMax(Device),
+    /// I/O weight.
+    IoWeight,
 }
 
 impl KnobKind {
@@ -151,8 +176,8 @@ impl KnobKind {
             KnobKind::CpusetCpus | KnobKind::CpusetMems => Controller::Cpuset,
             KnobKind::CpuMax | KnobKind::CpuIdle | KnobKind::CpuWeight => Controller::Cpu,
             KnobKind::Frozen => Controller::Freezer,
-            KnobKind::MemoryMax => Controller::Memory,
-            KnobKind::IoMax(_) => Controller::Io,
+            KnobKind::MemoryMax | KnobKind::MemoryHigh => Controller::Memory,
+            KnobKind::IoMax(_) | KnobKind::IoWeight => Controller::Io,
         }
     }
 
@@ -171,11 +196,17 @@ impl KnobKind {
             (KnobKind::Frozen, true) => &["cgroup.freeze"],
             (KnobKind::MemoryMax, false) => &["memory.limit_in_bytes"],
             (KnobKind::MemoryMax, true) => &["memory.max"],
+            (KnobKind::MemoryHigh, false) => &["memory.soft_limit_in_bytes"],
+            (KnobKind::MemoryHigh, true) => &["memory.high"],
             (KnobKind::IoMax(_), false) => &[
                 "blkio.throttle.read_bps_device",
                 "blkio.throttle.write_bps_device",
+                "blkio.throttle.read_iops_device",
+                "blkio.throttle.write_iops_device",
             ],
             (KnobKind::IoMax(_), true) => &["io.max"],
+            (KnobKind::IoWeight, false) => &["blkio.bfq.weight"],
+            (KnobKind::IoWeight, true) => &["io.weight"],
         }
     }
 
@@ -184,6 +215,16 @@ impl KnobKind {
         match (self, v2) {
             (KnobKind::CpuIdle, false) => {
                 "this kernel's v1 cpu controller has no cpu.idle (it came with Linux 5.15)".into()
+            }
+            (KnobKind::IoWeight, false) => {
+                "this kernel's v1 blkio controller has no blkio.bfq.weight (the BFQ I/O scheduler \
+                 is not built in)"
+                    .into()
+            }
+            (KnobKind::IoWeight, true) => {
+                "no io.weight in this v2 group: the io controller is not enabled in the parent's \
+                 cgroup.subtree_control, or the kernel lacks the iocost controller"
+                    .into()
             }
             (_, true) => format!(
                 "no such file in this v2 group: is the {} controller enabled in the parent's \
@@ -264,27 +305,34 @@ impl KnobKind {
                 // (9223372036854771712 with 4 KiB pages).
                 Knob::MemoryMax((v < V1_UNLIMITED_FROM).then_some(v))
             }
-            (KnobKind::MemoryMax, true) => {
-                let t = text(0)?;
-                Knob::MemoryMax(if t == "max" {
-                    None
-                } else {
-                    Some(parse_u64(&path(0), &t)?)
-                })
+            (KnobKind::MemoryMax, true) => Knob::MemoryMax(v2_max(&path(0), &text(0)?)?),
+            (KnobKind::MemoryHigh, false) => {
+                let v = parse_u64(&path(0), &text(0)?)?;
+                Knob::MemoryHigh((v < V1_UNLIMITED_FROM).then_some(v))
             }
+            (KnobKind::MemoryHigh, true) => Knob::MemoryHigh(v2_max(&path(0), &text(0)?)?),
             (KnobKind::IoMax(device), false) => Knob::IoMax {
                 device,
                 read_bps: v1_device_value(&path(0), &text(0)?, device)?,
                 write_bps: v1_device_value(&path(1), &text(1)?, device)?,
+                read_iops: v1_device_value(&path(2), &text(2)?, device)?,
+                write_iops: v1_device_value(&path(3), &text(3)?, device)?,
             },
             (KnobKind::IoMax(device), true) => {
-                let (read_bps, write_bps) = v2_io_max(&path(0), &text(0)?, device)?;
+                let [read_bps, write_bps, read_iops, write_iops] =
+                    v2_io_max(&path(0), &text(0)?, device)?;
                 Knob::IoMax {
                     device,
                     read_bps,
                     write_bps,
+                    read_iops,
+                    write_iops,
                 }
             }
+            (KnobKind::IoWeight, false) => {
+                Knob::IoWeight(parse_u64(&path(0), &text(0)?)?.min(u64::from(u32::MAX)) as u32)
+            }
+            (KnobKind::IoWeight, true) => Knob::IoWeight(v2_io_weight(&path(0), &text(0)?)?),
         })
     }
 }
@@ -317,15 +365,15 @@ fn v1_device_value(path: &Path, text: &str, device: Device) -> Result<Option<u64
     Ok(None)
 }
 
-/// `rbps` and `wbps` of `device` in a v2 `io.max` file
-/// (`MAJ:MIN rbps=N wbps=max riops=max wiops=max` lines).
-fn v2_io_max(path: &Path, text: &str, device: Device) -> Result<(Option<u64>, Option<u64>)> {
+/// `rbps`, `wbps`, `riops`, `wiops` of `device` in a v2 `io.max` file
+/// (`MAJ:MIN rbps=N wbps=max riops=max wiops=max` lines; absent = max).
+fn v2_io_max(path: &Path, text: &str, device: Device) -> Result<[Option<u64>; 4]> {
+    let mut out = [None; 4];
     for line in text.lines() {
         let mut it = line.split_whitespace();
         if it.next().and_then(|d| d.parse::<Device>().ok()) != Some(device) {
             continue;
         }
-        let (mut r, mut w) = (None, None);
         for kv in it {
             let Some((k, v)) = kv.split_once('=') else {
                 continue;
@@ -336,14 +384,44 @@ fn v2_io_max(path: &Path, text: &str, device: Device) -> Result<(Option<u64>, Op
                 Some(parse_u64(path, v)?)
             };
             match k {
-                "rbps" => r = val,
-                "wbps" => w = val,
+                "rbps" => out[0] = val,
+                "wbps" => out[1] = val,
+                "riops" => out[2] = val,
+                "wiops" => out[3] = val,
                 _ => {}
             }
         }
-        return Ok((r, w));
+        break;
     }
-    Ok((None, None))
+    Ok(out)
+}
+
+/// A v2 byte value that may read `max`.
+fn v2_max(path: &Path, t: &str) -> Result<Option<u64>> {
+    Ok(if t == "max" {
+        None
+    } else {
+        Some(parse_u64(path, t)?)
+    })
+}
+
+/// The `default` weight of a v2 `io.weight` file (`default 100` and
+/// `MAJ:MIN W` lines; a bare number is the default too).
+fn v2_io_weight(path: &Path, text: &str) -> Result<u32> {
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        match (it.next(), it.next()) {
+            (Some("default"), Some(w)) | (Some(w), None) => {
+                return Ok(parse_u64(path, w)?.min(u64::from(u32::MAX)) as u32);
+            }
+            _ => {}
+        }
+    }
+    Err(CgroupError::parse(
+        path,
+        text,
+        "expected a \"default W\" line",
+    ))
 }
 
 /// Weight (v2 units) → shares (v1 units), the kernel's own conversion.
@@ -367,7 +445,9 @@ impl Knob {
             Knob::CpuWeight(_) | Knob::CpuShares(_) => KnobKind::CpuWeight,
             Knob::Frozen(_) => KnobKind::Frozen,
             Knob::MemoryMax(_) => KnobKind::MemoryMax,
+            Knob::MemoryHigh(_) => KnobKind::MemoryHigh,
             Knob::IoMax { device, .. } => KnobKind::IoMax(*device),
+            Knob::IoWeight(_) => KnobKind::IoWeight,
         }
     }
 
@@ -414,19 +494,36 @@ impl Knob {
                     self.clone()
                 }
             }
-            Knob::MemoryMax(Some(b)) => {
+            Knob::MemoryMax(Some(b)) | Knob::MemoryHigh(Some(b)) => {
                 let page = crate::fsio::page_size();
                 if b < page {
                     return Err(bad("a memory limit below one page"));
                 }
-                Knob::MemoryMax(Some(b / page * page))
+                match self {
+                    Knob::MemoryMax(_) => Knob::MemoryMax(Some(b / page * page)),
+                    _ => Knob::MemoryHigh(Some(b / page * page)),
+                }
             }
             Knob::IoMax {
-                read_bps: Some(0), ..
+                read_bps,
+                write_bps,
+                read_iops,
+                write_iops,
+                ..
+            } if [read_bps, write_bps, read_iops, write_iops].contains(&Some(0)) => {
+                return Err(bad("an I/O limit of 0 (use None for unlimited)"));
             }
-            | Knob::IoMax {
-                write_bps: Some(0), ..
-            } => return Err(bad("an I/O limit of 0 bytes/s (use None for unlimited)")),
+            Knob::IoWeight(w) => {
+                let top = if v2 { 10_000 } else { 1_000 };
+                if !(1..=top).contains(&w) {
+                    return Err(bad(if v2 {
+                        "io.weight must be 1..=10000"
+                    } else {
+                        "blkio.bfq.weight must be 1..=1000"
+                    }));
+                }
+                self.clone()
+            }
             _ => self.clone(),
         })
     }
@@ -479,23 +576,31 @@ impl Knob {
                     device,
                     read_bps,
                     write_bps,
+                    read_iops,
+                    write_iops,
                 },
                 Knob::IoMax {
-                    read_bps: old_r,
-                    write_bps: old_w,
+                    read_bps: old_rb,
+                    write_bps: old_wb,
+                    read_iops: old_ri,
+                    write_iops: old_wi,
                     ..
                 },
                 false,
             ) => {
+                // v1 takes one value per file; 0 removes the device's limit.
                 let v = |x: &Option<u64>| format!("{device} {}", x.unwrap_or(0));
-                let mut out = Vec::new();
-                if read_bps != old_r {
-                    out.push((files[0], v(read_bps)));
-                }
-                if write_bps != old_w {
-                    out.push((files[1], v(write_bps)));
-                }
-                out
+                [
+                    (read_bps, old_rb),
+                    (write_bps, old_wb),
+                    (read_iops, old_ri),
+                    (write_iops, old_wi),
+                ]
+                .into_iter()
+                .enumerate()
+                .filter(|(_, (new, old))| new != old)
+                .map(|(i, (new, _))| (files[i], v(new)))
+                .collect()
             }
             _ => vec![(files[0], self.value_string(v2))],
         }
@@ -519,20 +624,26 @@ impl Knob {
             (Knob::CpuShares(s), _) => s.to_string(),
             (Knob::Frozen(b), false) => if *b { "FROZEN" } else { "THAWED" }.to_string(),
             (Knob::Frozen(b), true) => u8::from(*b).to_string(),
-            (Knob::MemoryMax(m), false) => opt(*m, "-1"),
-            (Knob::MemoryMax(m), true) => opt(*m, "max"),
+            (Knob::MemoryMax(m), false) | (Knob::MemoryHigh(m), false) => opt(*m, "-1"),
+            (Knob::MemoryMax(m), true) | (Knob::MemoryHigh(m), true) => opt(*m, "max"),
             (
                 Knob::IoMax {
                     device,
                     read_bps,
                     write_bps,
+                    read_iops,
+                    write_iops,
                 },
                 _,
             ) => format!(
-                "{device} rbps={} wbps={}",
+                "{device} rbps={} wbps={} riops={} wiops={}",
                 opt(*read_bps, "max"),
-                opt(*write_bps, "max")
+                opt(*write_bps, "max"),
+                opt(*read_iops, "max"),
+                opt(*write_iops, "max")
             ),
+            (Knob::IoWeight(w), true) => format!("default {w}"),
+            (Knob::IoWeight(w), false) => w.to_string(),
         }
     }
 }
@@ -552,16 +663,22 @@ impl std::fmt::Display for Knob {
             Knob::CpuShares(s) => write!(f, "cpu.shares={s}"),
             Knob::Frozen(b) => write!(f, "frozen={b}"),
             Knob::MemoryMax(m) => write!(f, "memory.max={}", opt(*m)),
+            Knob::MemoryHigh(m) => write!(f, "memory.high={}", opt(*m)),
             Knob::IoMax {
                 device,
                 read_bps,
                 write_bps,
+                read_iops,
+                write_iops,
             } => write!(
                 f,
-                "io.max={device} rbps={} wbps={}",
+                "io.max={device} rbps={} wbps={} riops={} wiops={}",
                 opt(*read_bps),
-                opt(*write_bps)
+                opt(*write_bps),
+                opt(*read_iops),
+                opt(*write_iops)
             ),
+            Knob::IoWeight(w) => write!(f, "io.weight={w}"),
         }
     }
 }
@@ -641,9 +758,65 @@ mod tests {
             device: Device { major: 8, minor: 0 },
             read_bps: Some(1 << 20),
             write_bps: None,
+            read_iops: None,
+            write_iops: Some(100),
         };
         let s = serde_json::to_string(&io).unwrap();
         assert!(s.contains(r#""device":"8:0""#), "{s}");
         assert_eq!(serde_json::from_str::<Knob>(&s).unwrap(), io);
+        // A record written before the IOPS limits existed still reads.
+        let old = r#"{"io_max":{"device":"8:0","read_bps":1048576,"write_bps":null}}"#;
+        assert_eq!(
+            serde_json::from_str::<Knob>(old).unwrap(),
+            Knob::IoMax {
+                device: Device { major: 8, minor: 0 },
+                read_bps: Some(1 << 20),
+                write_bps: None,
+                read_iops: None,
+                write_iops: None,
+            }
+        );
+    }
+
+    #[test]
+    fn io_files_parse_every_limit_and_the_weight() {
+        let p = Path::new("io.max");
+        let d = Device { major: 7, minor: 3 };
+        let t =
+            "8:0 rbps=1 wbps=max riops=max wiops=max\n7:3 rbps=max wbps=2048 riops=50 wiops=max\n";
+        assert_eq!(
+            v2_io_max(p, t, d).unwrap(),
+            [None, Some(2048), Some(50), None]
+        );
+        assert_eq!(v2_io_max(p, "", d).unwrap(), [None; 4]);
+        assert_eq!(v2_io_weight(p, "default 250\n8:0 50\n").unwrap(), 250);
+        assert_eq!(v2_io_weight(p, "100\n").unwrap(), 100);
+        assert!(v2_io_weight(p, "8:0 50\n").is_err());
+        // v1 writes only the files whose value changes; 0 lifts a limit.
+        let k = |rb, ri| Knob::IoMax {
+            device: d,
+            read_bps: rb,
+            write_bps: None,
+            read_iops: ri,
+            write_iops: None,
+        };
+        assert_eq!(
+            k(Some(4096), None).writes(&k(None, Some(10)), false),
+            [
+                ("blkio.throttle.read_bps_device", "7:3 4096".to_string()),
+                ("blkio.throttle.read_iops_device", "7:3 0".to_string())
+            ]
+        );
+        assert_eq!(
+            k(Some(4096), None).writes(&k(None, None), true),
+            [(
+                "io.max",
+                "7:3 rbps=4096 wbps=max riops=max wiops=max".to_string()
+            )]
+        );
+        assert_eq!(
+            Knob::IoWeight(300).writes(&Knob::IoWeight(100), true),
+            [("io.weight", "default 300".to_string())]
+        );
     }
 }

@@ -66,11 +66,26 @@ pub enum Controller {
     Memory,
     /// Block I/O: v1 `blkio`, v2 `io`.
     Io,
+    /// Membership of a group of the v2 tree without any controller: where
+    /// cgroup BPF programs attach (they take a cgroup2 directory) — the
+    /// unified hierarchy itself on v2, `<root>/unified` on hybrid, not
+    /// offered on v1. A core part of every v2 group, like the v2 freezer.
+    Unified,
 }
 
 impl Controller {
     /// Every controller.
-    pub const ALL: [Controller; 5] = [
+    pub const ALL: [Controller; 6] = [
+        Controller::Cpuset,
+        Controller::Cpu,
+        Controller::Freezer,
+        Controller::Memory,
+        Controller::Io,
+        Controller::Unified,
+    ];
+
+    /// The controllers mounted as v1 hierarchies of their own.
+    const V1: [Controller; 5] = [
         Controller::Cpuset,
         Controller::Cpu,
         Controller::Freezer,
@@ -78,7 +93,8 @@ impl Controller {
         Controller::Io,
     ];
 
-    /// Its name in v1 mounts (`cpuset`, `cpu`, `freezer`, `memory`, `blkio`).
+    /// Its name in v1 mounts (`cpuset`, `cpu`, `freezer`, `memory`,
+    /// `blkio`; `unified` names the v2 tree, which is no v1 mount).
     pub fn v1_name(self) -> &'static str {
         match self {
             Controller::Cpuset => "cpuset",
@@ -86,16 +102,17 @@ impl Controller {
             Controller::Freezer => "freezer",
             Controller::Memory => "memory",
             Controller::Io => "blkio",
+            Controller::Unified => "unified",
         }
     }
 
-    /// Its name in v2 `cgroup.controllers` (`None` for the freezer, which
-    /// is a core file of every v2 group).
+    /// Its name in v2 `cgroup.controllers` (`None` for the freezer and the
+    /// unified membership, core parts of every v2 group).
     pub fn v2_name(self) -> Option<&'static str> {
         match self {
             Controller::Cpuset => Some("cpuset"),
             Controller::Cpu => Some("cpu"),
-            Controller::Freezer => None,
+            Controller::Freezer | Controller::Unified => None,
             Controller::Memory => Some("memory"),
             Controller::Io => Some("io"),
         }
@@ -189,7 +206,7 @@ fn scan_v1(root: &Path) -> BTreeMap<Controller, PathBuf> {
         .unwrap_or_default();
     names.sort_by_key(|n| (n.len(), n.clone()));
     let mut out = BTreeMap::new();
-    for ctl in Controller::ALL {
+    for ctl in Controller::V1 {
         if let Some(n) = names
             .iter()
             .find(|n| n.split(',').any(|c| c == ctl.v1_name()))
@@ -321,7 +338,8 @@ impl Hierarchy {
             Layout::V1 => false,
             Layout::V2 => true,
             Layout::Hybrid => {
-                ctl == Controller::Freezer && self.freezer == Some(FreezerBackend::V2)
+                ctl == Controller::Unified
+                    || (ctl == Controller::Freezer && self.freezer == Some(FreezerBackend::V2))
             }
         }
     }
@@ -345,6 +363,18 @@ impl Hierarchy {
                     ),
                 )),
             };
+        }
+        if ctl == Controller::Unified {
+            return self.unified.clone().ok_or_else(|| {
+                CgroupError::unsupported(
+                    self.root.join("unified"),
+                    format!(
+                        "layout {}: no v2 tree (cgroup2) is mounted here, and cgroup BPF \
+                         programs attach only to cgroup2 groups",
+                        self.layout
+                    ),
+                )
+            });
         }
         match self.layout {
             Layout::V1 | Layout::Hybrid => self.v1.get(&ctl).cloned().ok_or_else(|| {

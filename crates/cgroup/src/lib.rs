@@ -15,7 +15,8 @@
 //!   ([`Executor::create_owned_group`]), kills every process left in it
 //!   ([`Executor::kill_tasks`]: `cgroup.kill`, or freeze + SIGKILL + thaw);
 //! - sets typed [`Knob`]s — cpuset, CFS bandwidth, `cpu.idle`, weight,
-//!   freezer, memory limit, I/O bandwidth — skipping values already in
+//!   freezer, memory limits (hard and soft), I/O limits (bandwidth, IOPS)
+//!   and weight — skipping values already in
 //!   place, ordering hierarchical cpuset writes, refusing bad input before
 //!   the first write;
 //! - resolves the **names the host uses** — systemd units and slices,
@@ -25,7 +26,9 @@
 //! - records in a **state file** (atomically, before each change) the
 //!   groups it created and the original value of every knob it changes on
 //!   groups it did not, so [`Executor::restore_all`] (clean shutdown) and
-//!   [`Executor::recover`] (next start after a kill -9) put everything back.
+//!   [`Executor::recover`] (next start after a kill -9) put everything back;
+//! - reads what a group uses: memory ([`Executor::memory_current`]) and
+//!   I/O per device ([`Executor::io_stat`]).
 //!
 //! ```no_run
 //! use elfen_cgroup::{Controller, Executor, Hierarchy, Knob};
@@ -62,6 +65,7 @@ pub mod measure;
 mod restore;
 pub mod select;
 mod state;
+mod usage;
 
 pub use apply::{ApplyReport, FileWrite};
 pub use error::{CgroupError, Result};
@@ -69,7 +73,7 @@ pub use executor::Executor;
 pub use freezer::{FreezeOutcome, FreezerState};
 pub use group::{Group, GroupPath};
 pub use host::{Delegation, HostSituation, Owner};
-pub use kill::{KILL_TIMEOUT, KillReport, Survivor};
+pub use kill::{KILL_TIMEOUT, KillReport, KillTarget, Survivor};
 pub use knob::{Device, Knob, KnobKind, shares_to_weight, weight_to_shares};
 pub use layout::{
     Controller, CreateHook, DEFAULT_ROOT, FreezerBackend, Hierarchy, Layout, default_root,
@@ -78,3 +82,4 @@ pub use layout::{
 pub use restore::{RestoreAction, RestoreReport};
 pub use select::{HostFiles, HostNames, QosClass, Resolved, SelectError, Selector};
 pub use state::{CreatedEntry, EnabledEntry, OriginalEntry, STATE_VERSION, StateRecord};
+pub use usage::IoStat;

@@ -21,6 +21,12 @@
 //!
 //! Restoring twice is harmless: restored entries leave the record, and
 //! values already in place are skipped.
+//!
+//! One value cannot always be put back: a v2 group's empty `cpuset.cpus`
+//! (it uses its parent's CPUs) while the group has tasks — the kernel
+//! refuses to empty a populated cpuset (`ENOSPC`). Its tasks get their
+//! CPUs back all the same: the parent's effective CPUs are written instead,
+//! and the report says so ([`RestoreAction::RestoredAs`]).
 
 use crate::error::CgroupError;
 use crate::executor::{Executor, errno};
@@ -56,6 +62,19 @@ pub enum RestoreAction {
         /// they left behind).
         tasks_killed: usize,
     },
+    /// An original value the kernel refuses to write back, replaced by
+    /// its nearest equivalent (a populated v2 group's empty `cpuset.cpus`:
+    /// the parent's CPUs, written explicitly).
+    RestoredAs {
+        /// The group.
+        group: GroupPath,
+        /// The original value.
+        original: Knob,
+        /// The value written instead.
+        knob: Knob,
+        /// Why.
+        reason: String,
+    },
     /// A v2 controller was turned off again in `cgroup.subtree_control`.
     Disabled {
         /// The group.
@@ -84,6 +103,12 @@ impl std::fmt::Display for RestoreAction {
                 "restored {knob} on {group}{}",
                 if *written { "" } else { " (already in place)" }
             ),
+            RestoreAction::RestoredAs {
+                group,
+                original,
+                knob,
+                reason,
+            } => write!(f, "restored {original} on {group} as {knob}: {reason}"),
             RestoreAction::Removed {
                 group,
                 controller,
@@ -250,12 +275,59 @@ impl Executor {
                 });
                 true
             }
+            Err(e)
+                if errno(&e) == Some(libc::ENOSPC)
+                    && o.knob == Knob::CpusetCpus(Vec::new())
+                    && self.hier.is_v2(Controller::Cpuset) =>
+            {
+                self.restore_inherited_cpus(o, e, report)
+            }
             Err(e) => {
                 report
                     .failures
                     .push(format!("restoring {} on {}: {e}", o.knob, o.group));
                 false
             }
+        }
+    }
+
+    /// A populated v2 group's empty `cpuset.cpus`, refused by the kernel
+    /// (`refused`): writes the parent's effective CPUs, the CPUs the empty
+    /// value gave its tasks. False if that fails too (keep the entry).
+    fn restore_inherited_cpus(
+        &mut self,
+        o: &OriginalEntry,
+        refused: CgroupError,
+        report: &mut RestoreReport,
+    ) -> bool {
+        let parent = o.group.parent().unwrap_or_else(GroupPath::root);
+        let bound = self.parent_bound(&parent, KnobKind::CpusetCpus, true);
+        let fail = |report: &mut RestoreReport, why: String| {
+            report.failures.push(format!(
+                "restoring {} on {}: {refused}; the parent's CPUs instead: {why}",
+                o.knob, o.group
+            ));
+            false
+        };
+        let cpus = match bound {
+            Ok(Some((cpus, _))) => cpus,
+            Ok(None) => return fail(report, "no cpuset.cpus.effective above it".into()),
+            Err(e) => return fail(report, e.to_string()),
+        };
+        let knob = Knob::CpusetCpus(cpus);
+        match self.apply_paths(&[(o.group.clone(), knob.clone())], false) {
+            Ok(_) => {
+                report.actions.push(RestoreAction::RestoredAs {
+                    group: o.group.clone(),
+                    original: o.knob.clone(),
+                    knob,
+                    reason: "the kernel refuses an empty cpuset on a group with tasks; \
+                             its tasks have the parent's CPUs again"
+                        .into(),
+                });
+                true
+            }
+            Err(e) => fail(report, e.to_string()),
         }
     }
 

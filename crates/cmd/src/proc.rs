@@ -117,6 +117,39 @@ pub fn process_cpu_ns_except(pid: u32, exclude: &[u32]) -> u64 {
         .sum()
 }
 
+/// `pid` and every process below it (children read from
+/// `/proc/<pid>/task/<tid>/children`), parents first.
+pub fn process_tree(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        for tid in thread_ids(p) {
+            if let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/task/{tid}/children")) {
+                out.extend(s.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The `schedstat` of every thread of the processes `pids`, summed (the
+/// CPU time of a process tree, as the harness measures unmodified
+/// programs).
+pub fn processes_schedstat(pids: &[u32]) -> Schedstat {
+    let mut sum = Schedstat::default();
+    for &p in pids {
+        for t in thread_ids(p) {
+            let s = thread_schedstat(p, t).unwrap_or_default();
+            sum.on_cpu_ns += s.on_cpu_ns;
+            sum.wait_ns += s.wait_ns;
+            sum.runs += s.runs;
+        }
+    }
+    sum
+}
+
 /// Clock ticks (`USER_HZ`) per second.
 pub fn ticks_per_s() -> f64 {
     // SAFETY: sysconf has no preconditions.
@@ -381,6 +414,27 @@ pub fn holder(pid: u32, recorded_start: Option<u64>, written_unix_s: Option<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_tree_holds_the_children_and_sums_their_time() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let tree = process_tree(me);
+        assert_eq!(tree[0], me);
+        assert!(tree.contains(&child.id()), "{tree:?}");
+        let all = processes_schedstat(&tree);
+        assert!(all.on_cpu_ns >= processes_schedstat(&[me]).on_cpu_ns / 2);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            process_tree(u32::MAX - 1),
+            vec![u32::MAX - 1],
+            "a gone pid: itself only"
+        );
+    }
 
     #[test]
     fn schedstat_parses_and_reads() {

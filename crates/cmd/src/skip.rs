@@ -50,6 +50,9 @@ pub enum Feature {
     /// A TSC that ticks at a constant rate and never stops
     /// (`constant_tsc` and `nonstop_tsc` in `/proc/cpuinfo`).
     InvariantTsc,
+    /// Transparent huge pages the kernel may use (not `[never]` in
+    /// `/sys/kernel/mm/transparent_hugepage/enabled`).
+    TransparentHugePages,
 }
 
 impl Feature {
@@ -57,6 +60,7 @@ impl Feature {
         match self {
             Feature::X86_64 => "x86-64",
             Feature::InvariantTsc => "invariant-tsc",
+            Feature::TransparentHugePages => "transparent-huge-pages",
         }
     }
 
@@ -71,6 +75,10 @@ impl Feature {
                     .unwrap_or_default();
                 let has = |f: &str| flags.split_whitespace().any(|w| w == f);
                 has("constant_tsc") && has("nonstop_tsc")
+            }
+            Feature::TransparentHugePages => {
+                std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+                    .is_ok_and(|s| !s.is_empty() && !s.contains("[never]"))
             }
         }
     }
@@ -174,7 +182,7 @@ impl fmt::Display for UnknownNeed {
         write!(
             f,
             "unknown need {:?} (root, unprivileged, bpf, cpus:N, cgroup-v1:C, cgroup-v2:C, \
-             program:NAME, hardware:x86-64|invariant-tsc, input:PATH)",
+             program:NAME, hardware:x86-64|invariant-tsc|transparent-huge-pages, input:PATH)",
             self.0
         )
     }
@@ -200,6 +208,9 @@ impl std::str::FromStr for Need {
             ("program", Some(p)) => Need::Program(p.into()),
             ("hardware", Some("x86-64")) => Need::Hardware(Feature::X86_64),
             ("hardware", Some("invariant-tsc")) => Need::Hardware(Feature::InvariantTsc),
+            ("hardware", Some("transparent-huge-pages")) => {
+                Need::Hardware(Feature::TransparentHugePages)
+            }
             ("input", Some(p)) => Need::Input(p.into()),
             _ => return Err(bad()),
         })

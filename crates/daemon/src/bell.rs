@@ -98,6 +98,13 @@ impl Drop for Bell {
     }
 }
 
+impl std::os::fd::AsRawFd for Bell {
+    /// The eventfd, for a thread that polls it beside other fds.
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

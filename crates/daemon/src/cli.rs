@@ -61,6 +61,9 @@ pub enum DaemonSub {
     /// (for measurements and tests) an unmodified batch spinner.
     #[command(hide = true)]
     SpinHelper(SpinHelperArgs),
+    /// (for measurements and tests) a batch program whose memory grows at a fixed rate.
+    #[command(hide = true)]
+    BalloonHelper(crate::balloon::BalloonArgs),
 }
 
 const MEASURE_ABOUT: &str = "\
@@ -121,6 +124,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         Some(DaemonSub::Measure(m)) => run_measure(m),
         Some(DaemonSub::LcHelper(h)) => crate::helpers::lc_helper(&h),
         Some(DaemonSub::SpinHelper(h)) => crate::helpers::spin_helper(&h),
+        Some(DaemonSub::BalloonHelper(h)) => crate::balloon::balloon_helper(&h),
         None => {
             let path = args.config.context("--config FILE is required")?;
             run_daemon(&path, args.check)

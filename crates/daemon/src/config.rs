@@ -4,6 +4,10 @@
 //! state file) are in [`crate::plan`]; nothing is applied before both pass.
 
 use crate::error::ConfigError;
+use crate::isolation::config::{
+    EgressClass, EgressSection, IoLimitSection, IoSection, MemorySection,
+};
+use crate::units::ByteSize;
 use elfen_cgroup::{QosClass, Selector};
 use elfen_policy::{PolicyConfig, PolicyKind};
 use elfen_runtime::NapChoice;
@@ -64,6 +68,12 @@ pub struct Config {
     pub blind: BlindSection,
     /// The Prometheus endpoint.
     pub metrics: MetricsSection,
+    /// The memory watermark below which batch work is killed.
+    pub memory: MemorySection,
+    /// A disk I/O budget the batch groups share by weight.
+    pub io: IoSection,
+    /// How batch traffic is sent at low priority.
+    pub egress: EgressSection,
     /// The batch work, one entry per group (`[[batch]]`).
     pub batch: Vec<BatchSection>,
 }
@@ -86,6 +96,9 @@ impl Default for Config {
             freeze: FreezeSection::default(),
             blind: BlindSection::default(),
             metrics: MetricsSection::default(),
+            memory: MemorySection::default(),
+            io: IoSection::default(),
+            egress: EgressSection::default(),
             batch: Vec::new(),
         }
     }
@@ -584,6 +597,21 @@ pub struct BatchSection {
     pub confine: Option<bool>,
     /// How the group yields (modes `guard` and `idle`).
     pub idle_method: IdleMethod,
+    /// Under the memory watermark, groups are killed lowest `priority`
+    /// first (default 0).
+    pub priority: i32,
+    /// Soft memory limit (`"512M"`): v2 `memory.high`, v1
+    /// `memory.soft_limit_in_bytes`.
+    pub memory_high: Option<ByteSize>,
+    /// Hard memory limit: v2 `memory.max`, v1 `memory.limit_in_bytes`.
+    pub memory_max: Option<ByteSize>,
+    /// Static disk I/O limits, one entry per device.
+    pub io: Vec<IoLimitSection>,
+    /// The group's share of the `[io]` budget and its kernel I/O weight
+    /// where the device's scheduler honours one (1..=10000, default 100).
+    pub io_weight: Option<u32>,
+    /// `low`: its network traffic goes behind the LC's (`[egress]`).
+    pub egress: EgressClass,
 }
 
 impl Default for BatchSection {
@@ -601,6 +629,12 @@ impl Default for BatchSection {
             qos: None,
             confine: None,
             idle_method: IdleMethod::Auto,
+            priority: 0,
+            memory_high: None,
+            memory_max: None,
+            io: Vec::new(),
+            io_weight: None,
+            egress: EgressClass::Normal,
         }
     }
 }
@@ -694,6 +728,7 @@ impl Config {
             return Err(ConfigError::new("freeze.timeout_ms", "must be at least 1"));
         }
         self.metrics.addr()?;
+        crate::isolation::config::check_tables(&self.memory, &self.io)?;
         if self.blind.poll_us < 20 {
             return Err(ConfigError::new("blind.poll_us", "must be at least 20"));
         }
@@ -940,7 +975,21 @@ fn check_batch(i: usize, b: &BatchSection, before: &[BatchSection]) -> Result<()
             format!("only modes guard and idle use it, not {}", b.mode.name()),
         ));
     }
-    Ok(())
+    crate::isolation::config::check_batch(&f, b.isolation_keys())
+}
+
+impl BatchSection {
+    /// The keys of memory, I/O and egress isolation.
+    pub fn isolation_keys(&self) -> crate::isolation::config::BatchKeys<'_> {
+        crate::isolation::config::BatchKeys {
+            priority: self.priority,
+            memory_high: self.memory_high,
+            memory_max: self.memory_max,
+            io: &self.io,
+            io_weight: self.io_weight,
+            egress: self.egress,
+        }
+    }
 }
 
 /// `line L, column C` of byte offset `at` in `text`, for parse errors.

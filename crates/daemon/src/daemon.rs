@@ -15,6 +15,7 @@ use crate::error::DaemonError;
 use crate::freeze::{FreezeOptions, FreezeReport, Freezer, FreezerHandle};
 use crate::guard::{Guard, GuardHandle, GuardOptions, GuardReport};
 use crate::health::{FailureLog, GroupReporter, Health};
+use crate::isolation::Isolation;
 use crate::lc::{DiscoveryOptions, Notice};
 use crate::metrics::{DaemonMetrics, GuardCounts, KnobCount};
 use crate::plan::Plan;
@@ -41,6 +42,7 @@ pub struct Daemon {
     guards: Vec<GuardHandle>,
     freezers: Vec<FreezerHandle>,
     blinds: Vec<BlindHandle>,
+    isolation: Option<Isolation>,
     notices: Receiver<Notice>,
     next_rescan: Instant,
     metrics: Option<DaemonMetrics>,
@@ -70,6 +72,8 @@ pub struct ShutdownReport {
     pub freezers: Vec<FreezeReport>,
     /// Each blind-isolation controller.
     pub blind: Vec<BlindReport>,
+    /// Memory, I/O and egress isolation.
+    pub isolation: Vec<String>,
     /// Commands stopped, classes restored.
     pub groups: Vec<String>,
     /// The executor's restore.
@@ -160,6 +164,9 @@ impl std::fmt::Display for ShutdownReport {
                     format!("; failed writes: {}", failed.join(", "))
                 }
             )?;
+        }
+        for l in &self.isolation {
+            writeln!(f, "{l}")?;
         }
         if self.restored.is_empty() {
             writeln!(f, "cgroups: nothing to restore")
@@ -253,6 +260,7 @@ impl Daemon {
             guards: Vec::new(),
             freezers: Vec::new(),
             blinds: Vec::new(),
+            isolation: None,
             notices: rx,
             metrics,
             lc_restarts: 0,
@@ -291,6 +299,9 @@ impl Daemon {
             let ex = self.executor.as_ref().expect("a hierarchy for groups");
             let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
             self.groups.push(BatchGroup::setup(&mut ex, g, &env)?);
+        }
+        if let Some(ex) = &self.executor {
+            self.isolation = Some(Isolation::start(&plan, ex, &self.groups)?);
         }
         let guarded = plan.groups.iter().any(|g| g.mode == Mode::Guard);
         let mut bells: Vec<(u32, Arc<Bell>)> = Vec::new();
@@ -455,6 +466,11 @@ impl Daemon {
         &self.groups
     }
 
+    /// What memory, I/O and egress isolation set up at start.
+    pub fn isolation_started(&self) -> &[String] {
+        self.isolation.as_ref().map_or(&[], |i| &i.started)
+    }
+
     /// Notices of the writer since the last call.
     pub fn notices(&self) -> Vec<Notice> {
         self.notices.try_iter().collect()
@@ -478,6 +494,9 @@ impl Daemon {
             }
         }
         let mut out: Vec<String> = notices.iter().map(|n| n.to_string()).collect();
+        if let Some(iso) = &self.isolation {
+            out.extend(iso.messages());
+        }
         let now = Instant::now();
         if now >= self.next_rescan {
             self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
@@ -517,6 +536,9 @@ impl Daemon {
                     out.extend(g.poll_exit(&ex));
                 }
             }
+            if let (Some(iso), Some(ex)) = (&mut self.isolation, &self.executor) {
+                out.extend(iso.tick(&mut ex.lock().unwrap_or_else(|p| p.into_inner())));
+            }
         }
         self.fall_back();
         out.extend(self.failure_log.lines(&self.health));
@@ -548,6 +570,12 @@ impl Daemon {
         }
         if self.guards.iter().any(|g| !g.is_running()) {
             return Some(DaemonError::thread("guard", "a guard thread ended"));
+        }
+        if self.isolation.as_ref().is_some_and(|i| !i.is_running()) {
+            return Some(DaemonError::thread(
+                "memory or I/O isolation",
+                "its thread ended",
+            ));
         }
         if self.freezers.iter().any(|f| !f.is_running()) {
             return Some(DaemonError::thread("freezer", "a freezer thread ended"));
@@ -690,7 +718,13 @@ impl Daemon {
             }
         }
         let groups = h.groups.iter().map(|g| (g.name.clone(), g.state)).collect();
+        let isolation = self
+            .isolation
+            .as_ref()
+            .map(Isolation::counts)
+            .unwrap_or_default();
         m.update(|s| {
+            s.isolation = isolation;
             s.cpuset_changes = cpuset_changes;
             s.guards = guards;
             s.writer_events = events;
@@ -716,6 +750,11 @@ impl Daemon {
         let _ = self.page.set_heartbeat_stale(0);
         let _ = self.page.set_control(elfen_shm::KillMode::Unmanaged);
         let mut r = ShutdownReport {
+            isolation: self
+                .isolation
+                .take()
+                .map(Isolation::stop)
+                .unwrap_or_default(),
             freezers: self.freezers.drain(..).map(FreezerHandle::stop).collect(),
             blind: self.blinds.drain(..).map(BlindHandle::stop).collect(),
             ..ShutdownReport::default()
@@ -831,6 +870,9 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
     }
     if let Some(w) = d.writer() {
         log(format!("LC signal writer: {}", w.source()));
+    }
+    for l in d.isolation_started() {
+        log(l);
     }
     for g in d.guards() {
         log(format!("guard: {}", g.describe()));

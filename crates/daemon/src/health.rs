@@ -454,6 +454,7 @@ mod tests {
             named: None,
             owner: elfen_cgroup::Owner::Operator,
             follows: false,
+            iso: Default::default(),
         }
     }
 

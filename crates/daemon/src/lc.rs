@@ -43,6 +43,30 @@ pub enum LcTarget {
     Comm(String),
 }
 
+impl LcTarget {
+    /// The LC as the processes of the cgroup directory `dir` (of any
+    /// hierarchy under the default root) and of every group below it.
+    pub fn cgroup_dir(dir: std::path::PathBuf) -> Result<LcTarget, elfen_cgroup::CgroupError> {
+        let h = elfen_cgroup::Hierarchy::detect(elfen_cgroup::default_root())?;
+        Ok(LcTarget::Groups(GroupTarget {
+            selector: elfen_cgroup::Selector::Dir(dir),
+            names: elfen_cgroup::HostNames::new(&h, elfen_cgroup::HostFiles::default())
+                .with_systemctl(false),
+        }))
+    }
+
+    /// The cgroup directory it names, when it names one by its directory.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        match self {
+            LcTarget::Groups(GroupTarget {
+                selector: elfen_cgroup::Selector::Dir(d),
+                ..
+            }) => Some(d),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for LcTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

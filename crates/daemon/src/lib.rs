@@ -22,15 +22,23 @@
 //!   state file, so a SIGTERM restores everything and the next start after
 //!   a SIGKILL repairs what was left.
 //!
-//! Modules: [`config`] (the file), [`plan`] (every check before anything
-//! is applied), [`lc`] (discovery), [`subtree`] (an LC named by the host's names), [`writer`], [`bell`], [`guard`],
+//! - PerfIso's other resources ([`isolation`]): memory limits and a
+//!   watermark below which the lowest-priority batch group is killed, disk
+//!   I/O limits and a shared budget divided by deficit-weighted round
+//!   robin, and batch traffic at low priority (a cgroup-skb BPF program).
+//!
+//! Modules: [`config`] (the file; [`units`] its sizes), [`plan`] (every
+//! check before anything is applied), [`lc`] (discovery), [`subtree`] (an LC
+//! named by the host's names), [`writer`], [`bell`], [`guard`],
 //! [`freeze`], [`blind`], [`worker`] (how each of those threads starts and
 //! stops), [`batch`] (groups, commands, SCHED_IDLE), [`health`] (failed
-//! knob writes counted, groups degraded or lost), [`metrics`], [`daemon`]
-//! (the run), [`logging`] (one event per line, with levels), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC
-//! service and spinner), [`cli`].
+//! knob writes counted, groups degraded or lost), [`isolation`] (memory,
+//! disk I/O and egress of batch groups), [`metrics`], [`daemon`] (the run),
+//! [`logging`] (one event per line, with levels), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC service and
+//! spinner), [`balloon`] (a batch program that grows), [`cli`].
 #![deny(missing_docs)]
 
+pub mod balloon;
 pub mod batch;
 pub mod bell;
 pub mod blind;
@@ -42,6 +50,7 @@ pub mod freeze;
 pub mod guard;
 pub mod health;
 pub mod helpers;
+pub mod isolation;
 pub mod lc;
 pub mod logging;
 pub mod measure;
@@ -49,6 +58,7 @@ pub mod metrics;
 pub mod placement;
 pub mod plan;
 pub mod subtree;
+pub mod units;
 pub mod worker;
 pub mod writer;
 

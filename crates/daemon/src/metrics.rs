@@ -66,6 +66,8 @@ pub struct Snapshot {
     pub knob_failures: Vec<KnobCount>,
     /// Each batch group's state.
     pub groups: Vec<(String, GroupState)>,
+    /// Memory, I/O and egress isolation.
+    pub isolation: crate::isolation::IsolationCounts,
     /// Seconds since the daemon started (set at each scrape).
     pub up_s: f64,
 }
@@ -218,6 +220,68 @@ pub const DAEMON_METRICS: &[MetricDesc] = &[
         samples: |s| per_group_state(s, GroupState::Degraded),
     },
     MetricDesc {
+        name: "elfen_batch_kills_total",
+        kind: Kind::Counter,
+        labels: &["group"],
+        help: "Times the memory watermark killed the batch group",
+        samples: |s| {
+            s.isolation
+                .kills
+                .iter()
+                .map(|(g, n, _)| (vec![g.clone()], Value::Int(*n)))
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_batch_killed_processes_total",
+        kind: Kind::Counter,
+        labels: &["group"],
+        help: "Processes the memory watermark's kills ended",
+        samples: |s| {
+            s.isolation
+                .kills
+                .iter()
+                .map(|(g, _, n)| (vec![g.clone()], Value::Int(*n)))
+                .collect()
+        },
+    },
+    MetricDesc {
+        name: "elfen_memory_available_bytes",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "MemAvailable at the memory watermark's last read (absent when not watched)",
+        samples: |s| {
+            s.isolation
+                .available_bytes
+                .map_or(Vec::new(), |a| one(Value::Int(a)))
+        },
+    },
+    MetricDesc {
+        name: "elfen_memory_pressure_events_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "PSI memory-pressure triggers that fired",
+        samples: |s| one(Value::Int(s.isolation.pressure_events)),
+    },
+    MetricDesc {
+        name: "elfen_io_budget_changes_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "io.max writes of the batch I/O budget",
+        samples: |s| one(Value::Int(s.isolation.io_budget_changes)),
+    },
+    MetricDesc {
+        name: "elfen_egress_packets_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Batch packets sent at low priority (absent when no group asks for it)",
+        samples: |s| {
+            s.isolation
+                .egress_packets
+                .map_or(Vec::new(), |p| one(Value::Int(p)))
+        },
+    },
+    MetricDesc {
         name: "elfen_daemon_repaired_values",
         kind: Kind::Gauge,
         labels: &[],
@@ -241,8 +305,11 @@ impl MetricDesc {
             Kind::Counter => self.name.strip_suffix("_total").unwrap_or(self.name),
             Kind::Gauge => self.name,
         };
-        match n.strip_suffix("_seconds") {
-            Some(base) => (base, Some(Unit::Seconds)),
+        if let Some(base) = n.strip_suffix("_seconds") {
+            return (base, Some(Unit::Seconds));
+        }
+        match n.strip_suffix("_bytes") {
+            Some(base) => (base, Some(Unit::Bytes)),
             None => (n, None),
         }
     }
@@ -350,7 +417,8 @@ mod tests {
             );
             let (base, unit) = m.family();
             assert!(!base.ends_with("_total") && !base.ends_with("_seconds"));
-            assert_eq!(unit.is_some(), m.name.contains("_seconds"), "{}", m.name);
+            let with_unit = m.name.contains("_seconds") || m.name.ends_with("_bytes");
+            assert_eq!(unit.is_some(), with_unit, "{}", m.name);
         }
         let snap = Snapshot {
             guards: vec![GuardCounts {

@@ -81,6 +81,8 @@ pub struct GroupPlan {
     /// back: gone, it is waited for (not lost); back at the same path, its
     /// knobs are applied again.
     pub follows: bool,
+    /// Its memory, I/O and egress isolation.
+    pub iso: crate::isolation::plan::GroupIso,
 }
 
 /// A configuration resolved against this machine.
@@ -119,6 +121,8 @@ pub struct Plan {
     pub host: HostSituation,
     /// Where the groups of commands are created.
     pub placement: Placement,
+    /// Memory, I/O and egress isolation, machine-wide.
+    pub isolation: crate::isolation::plan::IsolationPlan,
     /// What the operator should know (not errors).
     pub notes: Vec<String>,
 }
@@ -200,6 +204,7 @@ impl Plan {
         notes.extend(reused);
         check_privileges(config)?;
         let placement = Placement::decide(config, &host)?;
+        let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();
         let ctx = GroupContext {
             config,
@@ -209,7 +214,11 @@ impl Plan {
             batch_cpus: &batch_cpus,
         };
         for (i, b) in config.batch.iter().enumerate() {
-            groups.push(group_plan(i, b, &ctx, &mut notes)?);
+            let mut g = group_plan(i, b, &ctx, &mut notes)?;
+            crate::isolation::plan::resolve_group(
+                i, b, &hierarchy, &mut g, &isolation, &mut notes,
+            )?;
+            groups.push(g);
         }
         if groups
             .iter()
@@ -246,6 +255,7 @@ impl Plan {
             writer_cpus,
             host,
             placement,
+            isolation,
             notes,
         })
     }
@@ -321,6 +331,7 @@ impl Plan {
             }
             s += "\n";
         }
+        s += &crate::isolation::plan::describe(&self.isolation, &self.groups);
         s
     }
 }
@@ -1007,6 +1018,7 @@ fn group_plan(
         named,
         owner,
         follows: b.follows(),
+        iso: Default::default(),
     })
 }
 
@@ -1019,18 +1031,34 @@ fn left_by_predecessor(ctx: &GroupContext<'_>, path: &GroupPath) -> bool {
         .is_some_and(|r| r.created.iter().any(|c| &c.group == path))
 }
 
-/// Whether a group below `root` has `file` (the root group lacks some
-/// files its children have); true when `root` has no child to look at.
+/// Whether a group below `root` has `file` of the cpu controller (the root
+/// group lacks some files its children have). Children with the controller
+/// on (`cpu.weight` on v2, `cpu.shares` on v1) tell. Where none has it on —
+/// no child, or a v2 root that has not turned the controller on for its
+/// children (a systemd host whose units set no CPU property): the daemon
+/// turns it on when it creates its group — the kernel's version does:
+/// `cpu.idle` came with Linux 5.15.
 fn child_offers(root: &Path, file: &str) -> bool {
     let Ok(rd) = std::fs::read_dir(root) else {
         return false;
     };
-    let dirs: Vec<PathBuf> = rd
+    let on: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && (p.join("cpu.weight").exists() || p.join("cpu.shares").exists()))
         .collect();
-    dirs.is_empty() || dirs.iter().any(|d| d.join(file).exists())
+    if on.is_empty() {
+        return kernel_at_least(5, 15);
+    }
+    on.iter().any(|d| d.join(file).exists())
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
+    let num = |s: Option<&str>| s.and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+    (num(it.next()), num(it.next())) >= (major, minor)
 }
 
 /// The program a command names: a path that exists, or a name in `$PATH`.

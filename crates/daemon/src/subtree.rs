@@ -37,6 +37,18 @@ impl std::fmt::Display for GroupTarget {
     }
 }
 
+impl GroupTarget {
+    /// The processes in the groups the name selects now, with every group
+    /// below (none when it selects nothing).
+    pub fn pids_now(&self) -> BTreeSet<u32> {
+        let (mut pids, mut ids) = (BTreeSet::new(), BTreeSet::new());
+        for r in self.names.resolve(&self.selector).unwrap_or_default() {
+            subtree(&r.dir(), &mut pids, &mut ids);
+        }
+        pids
+    }
+}
+
 /// One watched subtree root.
 #[derive(Debug, Clone)]
 struct Root {

@@ -81,6 +81,28 @@ pub struct StatusArgs {
     /// A heartbeat older than this is reported stale, ms.
     #[arg(long, default_value_t = DEFAULT_STALE_MS)]
     pub stale_ms: f64,
+    /// The daemon's record of batch groups killed under memory shortage
+    /// (`[memory] kill_log`), shown when it exists.
+    #[arg(long, env = "ELFEN_KILL_LOG", default_value = crate::kills::DEFAULT_KILL_LOG)]
+    pub kill_log: PathBuf,
+}
+
+/// The line on batch kills, when the daemon's kill log `path` exists
+/// (`creator_pid`: the page's creator, the daemon that runs now).
+fn kills_line(path: &std::path::Path, creator_pid: u32) -> String {
+    match crate::kills::KillLog::load(path) {
+        Ok(Some(log)) => format!(
+            "batch kills (memory watermark): {}{}\n",
+            log.summary(),
+            if log.daemon_pid == creator_pid {
+                String::new()
+            } else {
+                format!(" — recorded by an earlier daemon, pid {}", log.daemon_pid)
+            }
+        ),
+        Ok(None) => String::new(),
+        Err(e) => format!("batch kills: cannot read the kill log: {e}\n"),
+    }
 }
 
 /// `elfen ctl off|on`: the kill switch.
@@ -123,6 +145,7 @@ pub fn status(args: &StatusArgs) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&prev)?);
         } else {
             print!("{}", render::text(&prev, None));
+            print!("{}", kills_line(&args.kill_log, prev.creator_pid));
         }
         return Ok(());
     }
@@ -143,6 +166,7 @@ pub fn status(args: &StatusArgs) -> Result<()> {
                 write!(out, "\x1b[H\x1b[2J")?;
             }
             write!(out, "{}", render::text(&now, Some(&rates)))?;
+            write!(out, "{}", kills_line(&args.kill_log, now.creator_pid))?;
             if !tty {
                 writeln!(out)?;
             }
@@ -206,4 +230,39 @@ pub fn metrics(args: &MetricsArgs) -> Result<()> {
     }
     eprintln!("elfen metrics: {} scrapes answered", server.scrapes());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kills::{BatchKill, KillLog};
+
+    #[test]
+    fn status_shows_the_kill_log_when_there_is_one() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("kills.json");
+        assert_eq!(kills_line(&p, 7), "", "no log, no line");
+        let mut log = KillLog::new(7);
+        log.push(BatchKill {
+            unix_s: 1_700_000_000.0,
+            group: "nightly".into(),
+            priority: 0,
+            reason: "MemAvailable 812 MiB < 1024 MiB".into(),
+            available_bytes: 812 << 20,
+            group_bytes: 1 << 30,
+            processes: vec![10, 11, 12],
+            left: vec![],
+            detected_mono_ns: 1,
+            done_mono_ns: 2,
+        });
+        log.save(&p).unwrap();
+        assert_eq!(
+            kills_line(&p, 7),
+            "batch kills (memory watermark): 1 (last: group nightly at 20231114-221320, \
+             MemAvailable 812 MiB < 1024 MiB; 3 processes)\n"
+        );
+        assert!(kills_line(&p, 8).contains("recorded by an earlier daemon, pid 7"));
+        std::fs::write(&p, "not json").unwrap();
+        assert!(kills_line(&p, 7).starts_with("batch kills: cannot read the kill log"));
+    }
 }

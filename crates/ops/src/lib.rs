@@ -12,6 +12,7 @@
 //! | the daemon's health beside its page (batch groups ok / degraded / lost, failed knob writes) | [`health`] |
 //! | the text view of `elfen status` | [`render`] |
 //! | the kill switch: `elfen ctl off` / `on` | [`ctl`] |
+//! | batch groups killed under memory shortage, as the daemon records them | [`kills`] |
 //! | Prometheus metrics of a page over HTTP (`elfen metrics`; the daemon serves the same registry with its own metrics added) | [`metrics`] |
 //! | the service manager's notifications (`READY=1`, `WATCHDOG=1`, `STATUS=`) for `Type=notify` units | [`notify`] |
 //! | the clap commands the `elfen` binary flattens | [`cli`] |
@@ -20,6 +21,7 @@
 pub mod cli;
 pub mod ctl;
 pub mod health;
+pub mod kills;
 pub mod metrics;
 pub mod notify;
 pub mod render;

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod blind;
+pub mod dwrr;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

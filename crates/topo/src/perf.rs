@@ -1,7 +1,8 @@
-//! `perf_event_open` for hardware counters: the one place elfen builds a
-//! `perf_event_attr` (libc has no binding for the attribute struct). Used by
-//! the feature probe ([`crate::Features`]) and by the runtime's IPC sampler
-//! (dynamic refresh).
+//! `perf_event_open` for hardware counters and software events: the one
+//! place elfen builds a `perf_event_attr` (libc has no binding for the
+//! attribute struct). Used by the feature probe ([`crate::Features`]), by
+//! the runtime's IPC sampler (dynamic refresh), and by the profiler's page
+//! fault signal (software events sampled by a BPF program).
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -19,6 +20,16 @@ pub const EXCLUDE_KERNEL: u64 = 1 << 5;
 pub const EXCLUDE_HV: u64 = 1 << 6;
 
 const PERF_TYPE_HARDWARE: u32 = 0;
+/// `PERF_TYPE_SOFTWARE`: the kernel's software events (page faults,
+/// context switches), present where hardware counters are not.
+pub const TYPE_SOFTWARE: u32 = 1;
+/// `PERF_COUNT_SW_PAGE_FAULTS`: counted where a fault is taken, before it
+/// is handled.
+pub const SW_PAGE_FAULTS: u64 = 2;
+/// `PERF_COUNT_SW_PAGE_FAULTS_MIN`: counted once a minor fault is handled.
+pub const SW_PAGE_FAULTS_MIN: u64 = 5;
+/// `PERF_COUNT_SW_PAGE_FAULTS_MAJ`: counted once a major fault is handled.
+pub const SW_PAGE_FAULTS_MAJ: u64 = 6;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
 /// `struct perf_event_attr` up to `config1` (`PERF_ATTR_SIZE_VER0`, 64
@@ -52,14 +63,51 @@ pub fn open_hw(
     read_format: u64,
     flags: u64,
 ) -> std::io::Result<OwnedFd> {
-    let attr = PerfEventAttr {
-        type_: PERF_TYPE_HARDWARE,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config,
-        read_format,
-        flags,
-        ..Default::default()
-    };
+    open(
+        PerfEventAttr {
+            type_: PERF_TYPE_HARDWARE,
+            config,
+            read_format,
+            flags,
+            ..Default::default()
+        },
+        pid,
+        cpu,
+        group,
+    )
+}
+
+/// Opens software event `config` (`SW_*`) sampling every `sample_period`
+/// events, with `perf_event_open`'s `pid`/`cpu` meaning, disabled (a BPF
+/// program attached to it enables it): a BPF `perf_event` program then
+/// runs at each sample.
+pub fn open_sw_sampling(
+    config: u64,
+    pid: libc::pid_t,
+    cpu: libc::c_int,
+    sample_period: u64,
+) -> std::io::Result<OwnedFd> {
+    open(
+        PerfEventAttr {
+            type_: TYPE_SOFTWARE,
+            config,
+            sample_period,
+            flags: DISABLED,
+            ..Default::default()
+        },
+        pid,
+        cpu,
+        None,
+    )
+}
+
+fn open(
+    mut attr: PerfEventAttr,
+    pid: libc::pid_t,
+    cpu: libc::c_int,
+    group: Option<BorrowedFd<'_>>,
+) -> std::io::Result<OwnedFd> {
+    attr.size = std::mem::size_of::<PerfEventAttr>() as u32;
     // SAFETY: `attr` is a valid, fully initialised perf_event_attr of the
     // size it declares; the group fd, if any, is a live descriptor.
     let fd = unsafe {

@@ -225,22 +225,6 @@ fn read_bytes(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// `pid` and every process below it.
-fn tree(pid: u32) -> Vec<u32> {
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        for tid in proc::thread_ids(p) {
-            if let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/task/{tid}/children")) {
-                out.extend(s.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-            }
-        }
-        i += 1;
-    }
-    out
-}
-
 impl ProgramProcess {
     /// Starts one instance per planned thread: pinned where the plan pins,
     /// at the plan's scheduling class, in `cgroup_procs` (a `cgroup.procs`
@@ -410,7 +394,10 @@ impl ProgramProcess {
 
 impl BatchRun for ProgramProcess {
     fn pids(&self) -> Vec<u32> {
-        self.children.iter().flat_map(|c| tree(c.id())).collect()
+        self.children
+            .iter()
+            .flat_map(|c| proc::process_tree(c.id()))
+            .collect()
     }
 
     fn go(&self) {}
@@ -428,7 +415,7 @@ impl BatchRun for ProgramProcess {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let pids = tree(c.id());
+                let pids = proc::process_tree(c.id());
                 let (mut on, mut wait) = (0, 0);
                 for &p in &pids {
                     for t in proc::thread_ids(p) {
@@ -470,7 +457,7 @@ impl BatchRun for ProgramProcess {
 impl Drop for ProgramProcess {
     fn drop(&mut self) {
         for c in &mut self.children {
-            for p in tree(c.id()).into_iter().rev() {
+            for p in proc::process_tree(c.id()).into_iter().rev() {
                 proc::kill_pid(p);
             }
             let _ = c.wait();

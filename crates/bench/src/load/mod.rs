@@ -16,9 +16,11 @@
 //!
 //! Time comes through the [`Clock`] trait so the tests can drive the sender
 //! and the accounting with a fake clock. [`client`] runs one invocation
-//! against an LC service over the wire protocol.
+//! against an LC service over the wire protocol; [`drive`] is `elfen load`,
+//! the generator on its own.
 
 pub mod client;
+pub mod drive;
 
 use hdrhistogram::Histogram;
 use rand::Rng;

@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// The controllers with v1 hierarchies of their own.
+pub const V1_CONTROLLERS: [Controller; 5] = [
+    Controller::Cpuset,
+    Controller::Cpu,
+    Controller::Freezer,
+    Controller::Memory,
+    Controller::Io,
+];
+
 /// Writes `files` (name, content) into `dir`, creating it.
 pub fn put(dir: &Path, files: &[(&str, &str)]) {
     std::fs::create_dir_all(dir).unwrap();
@@ -61,12 +70,19 @@ pub fn v1_group_files(ctl: Controller) -> Vec<(&'static str, &'static str)> {
         Controller::Freezer => vec![("freezer.state", "THAWED\n")],
         Controller::Memory => vec![
             ("memory.limit_in_bytes", "9223372036854771712\n"),
+            ("memory.soft_limit_in_bytes", "9223372036854771712\n"),
             ("memory.usage_in_bytes", "0\n"),
         ],
         Controller::Io => vec![
             ("blkio.throttle.read_bps_device", ""),
             ("blkio.throttle.write_bps_device", ""),
+            ("blkio.throttle.read_iops_device", ""),
+            ("blkio.throttle.write_iops_device", ""),
+            ("blkio.throttle.io_service_bytes", "Total 0\n"),
+            ("blkio.throttle.io_serviced", "Total 0\n"),
+            ("blkio.bfq.weight", "100\n"),
         ],
+        Controller::Unified => vec![],
     });
     v
 }
@@ -87,8 +103,11 @@ pub fn v2_group_files() -> Vec<(&'static str, &'static str)> {
         ("cpuset.cpus.effective", "0-3\n"),
         ("cpuset.mems.effective", "0\n"),
         ("memory.max", "max\n"),
+        ("memory.high", "max\n"),
         ("memory.current", "0\n"),
         ("io.max", ""),
+        ("io.weight", "default 100\n"),
+        ("io.stat", ""),
     ]
 }
 
@@ -127,7 +146,7 @@ pub fn make_v1(root: &Path, ctls: &[Controller]) {
 /// A fake v1 root with every controller.
 pub fn fake_v1() -> (tempfile::TempDir, Hierarchy) {
     let d = tempfile::tempdir().unwrap();
-    make_v1(d.path(), &Controller::ALL);
+    make_v1(d.path(), &V1_CONTROLLERS);
     let h = Hierarchy::detect(d.path())
         .unwrap()
         .with_create_hook(hook(None));
@@ -156,7 +175,7 @@ pub fn fake_v2() -> (tempfile::TempDir, Hierarchy) {
 /// A fake hybrid root: v1 controllers plus `unified/` without controllers.
 pub fn fake_hybrid() -> (tempfile::TempDir, Hierarchy) {
     let d = tempfile::tempdir().unwrap();
-    make_v1(d.path(), &Controller::ALL);
+    make_v1(d.path(), &V1_CONTROLLERS);
     put(
         &d.path().join("unified"),
         &[

@@ -4,6 +4,7 @@
 
 mod common;
 mod hybrid;
+mod limits;
 mod names;
 mod owned;
 mod real;

@@ -95,24 +95,34 @@ fn a_state_file_others_could_have_written_is_refused() {
         std::os::unix::fs::chown(&link, Some(0), None).unwrap();
         assert!(Executor::recover(&link).unwrap().is_clean());
     } else {
-        println!("not root: another user's state file not tried");
+        let why = "gives a state file to another user (the shared directory was checked)";
+        elfen_cmd::skip::skip(elfen_cmd::skip::Need::Root, why);
     }
 }
 
-/// The real hierarchy, if this test can write to it.
-fn real() -> Option<Hierarchy> {
+/// The real hierarchy, if `test` can write to it (else the skip recorded).
+fn real(test: &str) -> Option<Hierarchy> {
+    use elfen_cmd::skip::{Need, skip_test};
     if !elfen_cmd::proc::is_root() {
-        println!("skipped: needs root");
+        skip_test(test, Need::Root, "writes the machine's cgroups");
         return None;
     }
     match Hierarchy::detect(elfen_cgroup::default_root()) {
         Ok(h) if h.supports(Controller::Cpuset) && h.freezer().is_some() => Some(h),
-        Ok(_) => {
-            println!("skipped: no cpuset or freezer here");
+        Ok(h) => {
+            let need = match h.layout() {
+                elfen_cgroup::Layout::V2 => Need::CgroupV2("cpuset".into()),
+                _ => Need::CgroupV1("freezer".into()),
+            };
+            skip_test(
+                test,
+                need,
+                "owned groups are held by the cpuset and the freezer",
+            );
             None
         }
         Err(e) => {
-            println!("skipped: {e}");
+            skip_test(test, Need::CgroupV1("cpuset".into()), e);
             None
         }
     }
@@ -241,7 +251,8 @@ fn all_dead(reap: &Reap) -> Vec<u32> {
 
 #[test]
 fn real_owned_group_processes_are_killed_by_kill_tasks_restore_and_recovery() {
-    let Some(h) = real() else { return };
+    let test = "real_owned_group_processes_are_killed_by_kill_tasks_restore_and_recovery";
+    let Some(h) = real(test) else { return };
     let pid = std::process::id();
     let _groups = Groups(h.clone(), format!("elfen-test-{pid}-own"));
     let dir = tempfile::tempdir().unwrap();
@@ -300,13 +311,16 @@ fn real_owned_group_processes_are_killed_by_kill_tasks_restore_and_recovery() {
 #[test]
 fn real_v2_owned_group_is_killed_through_cgroup_kill() {
     use elfen_cgroup::FreezerBackend;
-    let Some(h) = real() else { return };
+    use elfen_cmd::skip::{Need, skip_test};
+    let test = "real_v2_owned_group_is_killed_through_cgroup_kill";
+    let Some(h) = real(test) else { return };
     let Some(unified) = h.unified().map(Path::to_path_buf) else {
-        println!("skipped: no v2 tree here (a v1-only layout)");
+        skip_test(test, Need::CgroupV2("freezer".into()), "a v1-only layout");
         return;
     };
     if !unified.join("cgroup.procs").exists() {
-        println!("skipped: {} is not a v2 tree", unified.display());
+        let why = format!("{} is not a v2 tree", unified.display());
+        skip_test(test, Need::CgroupV2("freezer".into()), why);
         return;
     }
     let h = if h.layout() == elfen_cgroup::Layout::Hybrid {
@@ -329,7 +343,8 @@ fn real_v2_owned_group_is_killed_through_cgroup_kill() {
         .create_owned_group(&name, &[Controller::Freezer])
         .unwrap();
     if !dir.join("cgroup.kill").exists() {
-        println!("skipped: this kernel has no cgroup.kill (before 5.14)");
+        let why = "the kernel's cgroup.kill (Linux 5.14 and later)";
+        skip_test(test, Need::Input(dir.join("cgroup.kill")), why);
         ex.restore_all();
         return;
     }

@@ -10,10 +10,13 @@ use elfen_cmd::skip::{Need, skip};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Kills and reaps the child; removes the operator-style directories.
+/// Kills and reaps the child; removes the operator-style directories;
+/// turns off again the v2 controllers the test turned on (`subtree`: the
+/// `cgroup.subtree_control` file and the controller).
 struct Guard {
     child: Option<std::process::Child>,
     dirs: Vec<PathBuf>,
+    subtree: Vec<(PathBuf, &'static str)>,
 }
 
 impl Drop for Guard {
@@ -24,6 +27,11 @@ impl Drop for Guard {
         }
         for d in self.dirs.iter().rev() {
             let _ = std::fs::remove_dir(d);
+        }
+        for (file, ctl) in self.subtree.iter().rev() {
+            if let Err(e) = std::fs::write(file, format!("-{ctl}")) {
+                println!("cleanup: {ctl} stays on in {}: {e}", file.display());
+            }
         }
     }
 }
@@ -76,8 +84,20 @@ fn real_hierarchy_create_cpuset_quota_freeze_restore() {
     let mut guard = Guard {
         child: Some(child),
         dirs: Vec::new(),
+        subtree: Vec::new(),
     };
     // An "operator's" group the executor opens and changes (not creates).
+    // On v2 the operator (or systemd, for a unit with CPU settings) turns
+    // the cpu controller on in the parent first, else the group has no
+    // cpu files.
+    if h.layout() == Layout::V2 {
+        let sc = h.root().join("cgroup.subtree_control");
+        let on = std::fs::read_to_string(&sc).unwrap();
+        if !on.split_whitespace().any(|c| c == "cpu") {
+            std::fs::write(&sc, "+cpu").unwrap();
+            guard.subtree.push((sc, "cpu"));
+        }
+    }
     let op_name = format!("elfen-test-{pid}-op");
     let op_dir = h.controller_root(Controller::Cpu).unwrap().join(&op_name);
     std::fs::create_dir(&op_dir).unwrap();
@@ -92,9 +112,14 @@ fn real_hierarchy_create_cpuset_quota_freeze_restore() {
     let op = ex.open_group(&op_name, &[Controller::Cpu]).unwrap();
     let shares0 = ex.get(&op, KnobKind::CpuWeight).unwrap();
     ex.set(&op, Knob::CpuWeight(50)).unwrap();
+    // read back in the layout's own unit: v2 cpu.weight, v1 cpu.shares
     assert_eq!(
         ex.get(&op, KnobKind::CpuWeight).unwrap(),
-        Knob::CpuShares(512)
+        if h.is_v2(Controller::Cpu) {
+            Knob::CpuWeight(50)
+        } else {
+            Knob::CpuShares(512)
+        }
     );
     let idle = op_dir.join("cpu.idle").exists();
     if idle {
@@ -115,7 +140,16 @@ fn real_hierarchy_create_cpuset_quota_freeze_restore() {
     let Knob::CpusetCpus(all) = ex.get(&g, KnobKind::CpusetCpus).unwrap() else {
         unreachable!()
     };
-    assert!(!all.is_empty(), "a new v1 cpuset gets its parent's cpus");
+    let all = if h.is_v2(Controller::Cpuset) {
+        // v2: a new group's cpuset.cpus is empty, it uses its parent's
+        assert!(all.is_empty(), "a new v2 cpuset is empty: {all:?}");
+        let dir = h.controller_root(Controller::Cpuset).unwrap().join(&name);
+        let eff = std::fs::read_to_string(dir.join("cpuset.cpus.effective")).unwrap();
+        elfen_topo::parse_cpu_list(eff.trim()).unwrap()
+    } else {
+        assert!(!all.is_empty(), "a new v1 cpuset gets its parent's cpus");
+        all
+    };
     ex.set(
         &g,
         Knob::CpuMax {
@@ -234,6 +268,7 @@ fn real_hierarchy_crash_and_recover() {
     let _guard = Guard {
         child: None,
         dirs: dirs.clone(),
+        subtree: Vec::new(),
     };
     {
         let (mut ex, _) = Executor::with_state_file(h.clone(), &state).unwrap();
@@ -256,4 +291,92 @@ fn real_hierarchy_crash_and_recover() {
     assert!(rep.is_clean(), "{rep}");
     assert!(dirs.iter().all(|d| !d.exists()), "{rep}");
     assert!(!state.exists());
+}
+
+/// v2: an operator's group with tasks whose `cpuset.cpus` is empty (it uses
+/// its parent's CPUs) is confined, then restored. The kernel refuses to
+/// empty a populated cpuset again (ENOSPC), so the restore writes the
+/// parent's CPUs instead and says so: the tasks get every CPU back.
+#[test]
+fn real_v2_populated_group_gets_its_inherited_cpus_back() {
+    let test = "real_v2_populated_group_gets_its_inherited_cpus_back";
+    let h = match writable_hierarchy() {
+        Ok(h) => h,
+        Err((need, why)) => {
+            elfen_cmd::skip::skip_test(test, need, why);
+            return;
+        }
+    };
+    if !h.is_v2(Controller::Cpuset) {
+        let why = format!(
+            "the real hierarchy is {} here: an empty (inherited) cpuset is a v2 state",
+            h.layout()
+        );
+        elfen_cmd::skip::skip_test(test, Need::CgroupV2("cpuset".into()), why);
+        return;
+    }
+    let root = h.controller_root(Controller::Cpuset).unwrap();
+    let all = std::fs::read_to_string(root.join("cpuset.cpus.effective")).unwrap();
+    let all = elfen_topo::parse_cpu_list(all.trim()).unwrap();
+    if all.len() < 2 {
+        elfen_cmd::skip::skip_test(test, Need::Cpus(2), "nothing to confine the group to");
+        return;
+    }
+    let child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let cpid = child.id();
+    let mut guard = Guard {
+        child: Some(child),
+        dirs: Vec::new(),
+        subtree: Vec::new(),
+    };
+    let sc = root.join("cgroup.subtree_control");
+    if !std::fs::read_to_string(&sc)
+        .unwrap()
+        .split_whitespace()
+        .any(|c| c == "cpuset")
+    {
+        std::fs::write(&sc, "+cpuset").unwrap();
+        guard.subtree.push((sc, "cpuset"));
+    }
+    let name = format!("elfen-test-{}-inherit", std::process::id());
+    let dir = root.join(&name);
+    std::fs::create_dir(&dir).unwrap();
+    guard.dirs.push(dir.clone());
+    std::fs::write(dir.join("cgroup.procs"), cpid.to_string()).unwrap();
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("cpuset.cpus"), "", "a new v2 group inherits");
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state.json");
+    let (ex, _) = Executor::with_state_file(h.clone(), &state).unwrap();
+    let mut ex = ex.restore_on_drop(true);
+    let g = ex.open_group(&name, &[Controller::Cpuset]).unwrap();
+    let last = *all.last().unwrap();
+    ex.set(&g, Knob::CpusetCpus(vec![last])).unwrap();
+    assert_eq!(read("cpuset.cpus.effective"), last.to_string());
+    let rep = ex.restore_all();
+    println!("restore:\n{rep}");
+    assert!(rep.is_clean(), "{rep}");
+    assert!(
+        rep.actions
+            .iter()
+            .any(|a| matches!(a, elfen_cgroup::RestoreAction::RestoredAs { .. })),
+        "the report says the parent's CPUs were written instead: {rep}"
+    );
+    assert_eq!(
+        read("cpuset.cpus.effective"),
+        elfen_topo::format_cpu_list(&all),
+        "the tasks have every CPU of the parent again"
+    );
+    assert!(!state.exists(), "nothing left to restore");
+    drop(ex);
+    drop(guard);
+    assert!(!dir.exists());
 }

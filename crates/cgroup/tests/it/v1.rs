@@ -41,9 +41,7 @@ fn create_set_add_remove_exact_contents() {
     let (root, h) = fake_v1();
     let r = root.path();
     let mut ex = Executor::new(h);
-    let g = ex
-        .create_group("elfen-bench-1-x", &Controller::ALL)
-        .unwrap();
+    let g = ex.create_group("elfen-bench-1-x", &V1_CONTROLLERS).unwrap();
     let cs = r.join("cpuset/elfen-bench-1-x");
     assert_eq!(read(cs.join("cpuset.mems")), "0", "copied from the parent");
     assert_eq!(
@@ -71,11 +69,13 @@ fn create_set_add_remove_exact_contents() {
                     device: Device { major: 8, minor: 0 },
                     read_bps: Some(1 << 20),
                     write_bps: None,
+                    read_iops: None,
+                    write_iops: Some(200),
                 },
             ),
         ])
         .unwrap();
-    assert_eq!(rep.written.len(), 6, "{rep:?}");
+    assert_eq!(rep.written.len(), 7, "{rep:?}");
     assert_eq!(read(cs.join("cpuset.cpus")), "1-2");
     let cpu = r.join("cpu/elfen-bench-1-x");
     assert_eq!(read(cpu.join("cpu.cfs_quota_us")), "50000");
@@ -98,6 +98,8 @@ fn create_set_add_remove_exact_contents() {
         "8:0 1048576"
     );
     assert_eq!(read(io.join("blkio.throttle.write_bps_device")), "");
+    assert_eq!(read(io.join("blkio.throttle.write_iops_device")), "8:0 200");
+    assert_eq!(read(io.join("blkio.throttle.read_iops_device")), "");
 
     // Reading back in native form.
     assert_eq!(
@@ -137,6 +139,8 @@ fn create_set_add_remove_exact_contents() {
                 device: Device { major: 8, minor: 0 },
                 read_bps: None,
                 write_bps: None,
+                read_iops: None,
+                write_iops: None,
             },
         ),
     ])
@@ -144,6 +148,7 @@ fn create_set_add_remove_exact_contents() {
     assert_eq!(read(cpu.join("cpu.cfs_quota_us")), "-1");
     assert_eq!(read(mem.join("memory.limit_in_bytes")), "-1");
     assert_eq!(read(io.join("blkio.throttle.read_bps_device")), "8:0 0");
+    assert_eq!(read(io.join("blkio.throttle.write_iops_device")), "8:0 0");
 
     let moved = ex.remove_group(&g).unwrap();
     assert_eq!(moved, 5, "one process per hierarchy");

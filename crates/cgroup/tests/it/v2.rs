@@ -71,6 +71,8 @@ fn create_enables_controllers_and_sets_knobs() {
                 device: Device { major: 8, minor: 0 },
                 read_bps: Some(1 << 20),
                 write_bps: None,
+                read_iops: None,
+                write_iops: Some(200),
             },
         ),
     ])
@@ -89,11 +91,14 @@ fn create_enables_controllers_and_sets_knobs() {
         "v2: empty mems inherit; untouched"
     );
     assert_eq!(read(d.join("memory.max")), "1048576");
-    assert_eq!(read(d.join("io.max")), "8:0 rbps=1048576 wbps=max");
+    assert_eq!(
+        read(d.join("io.max")),
+        "8:0 rbps=1048576 wbps=max riops=max wiops=200"
+    );
     // io.max reads back (the kernel shows all four fields).
     std::fs::write(
         d.join("io.max"),
-        "8:0 rbps=1048576 wbps=max riops=max wiops=max\n",
+        "8:0 rbps=1048576 wbps=max riops=max wiops=200\n",
     )
     .unwrap();
     age(d.join("io.max"));
@@ -101,6 +106,8 @@ fn create_enables_controllers_and_sets_knobs() {
         device: Device { major: 8, minor: 0 },
         read_bps: Some(1 << 20),
         write_bps: None,
+        read_iops: None,
+        write_iops: Some(200),
     };
     assert!(ex.set(&g, same).unwrap().is_noop());
     assert!(untouched(d.join("io.max")));
@@ -155,10 +162,11 @@ fn cpuset_is_checked_against_the_parents_effective_cpus() {
         "{e}"
     );
     assert_eq!(read(r.join("b/cpuset.cpus")), "\n");
-    // v2 allows emptying (= inherit the parent's).
+    // v2 allows emptying (= inherit the parent's): written as a newline,
+    // since a write of no bytes never reaches the kernel.
     ex.set(&g, Knob::CpusetCpus(vec![3])).unwrap();
     ex.set(&g, Knob::CpusetCpus(vec![])).unwrap();
-    assert_eq!(read(r.join("b/cpuset.cpus")), "");
+    assert_eq!(read(r.join("b/cpuset.cpus")), "\n");
 }
 
 #[test]

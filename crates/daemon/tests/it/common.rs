@@ -1,8 +1,11 @@
 //! What the tests share: skip checks, one test at a time on the CPUs,
-//! fake cgroup roots, and RAII guards that clean up whatever happens —
+//! the machine's cgroup hierarchy whatever its layout (v1, v2 or hybrid, as
+//! elfen-cgroup detects it), fake cgroup roots, timing assertions that only
+//! report in the VM test bed, and RAII guards that clean up whatever happens —
 //! child processes (killed by pid), the daemon (SIGTERM, then SIGKILL, then
 //! recovery of its state file), cgroups, pages.
 
+use elfen_cgroup::{Controller, GroupPath, Hierarchy, Layout};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -24,8 +27,10 @@ pub fn serial() -> (MutexGuard<'static, ()>, elfen_cmd::LaneLock) {
     )
 }
 
-/// `None` (and a printed reason) unless this test can use root, BPF and
-/// the real cgroup hierarchy with two CPUs.
+/// `None` (and a printed reason) unless this test can use root, BPF, two
+/// CPUs and the machine's cgroup hierarchy with the cpuset, cpu and freezer
+/// controllers (v1 hierarchies, or a v2 tree offering cpuset and cpu, whose
+/// freezer is `cgroup.freeze`).
 pub fn live_ok(test: &str) -> Option<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -46,18 +51,118 @@ pub fn live_ok(test: &str) -> Option<()> {
         elfen_cmd::skip::skip_test(test, elfen_cmd::skip::Need::Cpus(2), "LC and batch lanes");
         return None;
     }
-    for c in ["cpuset", "freezer", "cpu"] {
-        if !Path::new("/sys/fs/cgroup")
-            .join(c)
-            .join("cgroup.procs")
-            .exists()
-        {
-            let need = elfen_cmd::skip::Need::CgroupV1(c.into());
-            elfen_cmd::skip::skip_test(test, need, "the daemon's groups");
+    use elfen_cmd::skip::{Need, skip_test};
+    let h = match Hierarchy::detect(elfen_cgroup::default_root()) {
+        Ok(h) => h,
+        Err(e) => {
+            let why = format!("the daemon's groups: no cgroup hierarchy: {e}");
+            skip_test(test, Need::CgroupV1("cpuset".into()), why);
+            return None;
+        }
+    };
+    for c in [Controller::Cpuset, Controller::Freezer, Controller::Cpu] {
+        if let Err(e) = h.controller_root(c) {
+            let need = match h.layout() {
+                elfen_cgroup::Layout::V2 => Need::CgroupV2(c.to_string()),
+                _ => Need::CgroupV1(c.to_string()),
+            };
+            let why = format!("the daemon's groups (cgroup {}): {e}", h.layout());
+            skip_test(test, need, why);
             return None;
         }
     }
     Some(())
+}
+
+/// The controller v1 names `name` (`cpuset`, `cpu`, `freezer`, `memory`, `blkio`).
+pub fn controller(name: &str) -> Controller {
+    Controller::ALL
+        .into_iter()
+        .find(|c| c.v1_name() == name)
+        .unwrap_or_else(|| panic!("no controller named {name:?}"))
+}
+
+/// The machine's cgroup hierarchy (detected; `live_ok` has checked it).
+pub fn cgroups() -> Hierarchy {
+    Hierarchy::detect(elfen_cgroup::default_root()).expect("a cgroup hierarchy (live_ok checked)")
+}
+
+/// The directory of group `path` (below each controller's root) in
+/// controller `c` (a v1 name): `/sys/fs/cgroup/<c>/<path>` on v1,
+/// `/sys/fs/cgroup/<path>` on v2.
+pub fn group_dir(c: &str, path: &str) -> PathBuf {
+    cgroups()
+        .group_dir(controller(c), &GroupPath::new(path).expect("a group path"))
+        .expect("the controller (live_ok checked)")
+}
+
+/// The freezer state of group `path` as v1 names it, read from the files
+/// (not through the executor under test): `THAWED`, `FREEZING`, `FROZEN`;
+/// on v2 from `cgroup.freeze` (asked) and `cgroup.events` (done), where a
+/// group asked to thaw that is still frozen reads `THAWING`.
+pub fn freezer_state(path: &str) -> String {
+    let h = cgroups();
+    let dir = group_dir("freezer", path);
+    if !h.is_v2(Controller::Freezer) {
+        return std::fs::read_to_string(dir.join("freezer.state"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+    }
+    let asked = std::fs::read_to_string(dir.join("cgroup.freeze")).unwrap_or_default();
+    let events = std::fs::read_to_string(dir.join("cgroup.events")).unwrap_or_default();
+    let frozen = events.lines().any(|l| l.trim() == "frozen 1");
+    match (asked.trim() == "1", frozen) {
+        (true, true) => "FROZEN",
+        (true, false) => "FREEZING",
+        (false, true) => "THAWING",
+        (false, false) => "THAWED",
+    }
+    .to_string()
+}
+
+/// Whether timing is asserted here: on the host, yes; in the VM test bed
+/// (`ELFEN_VM` = `tcg` or `kvm`, set by its guest script) no — emulation
+/// runs code about ten times slower, so there figures are reported only.
+pub fn timing_asserted() -> bool {
+    std::env::var_os("ELFEN_VM").is_none()
+}
+
+/// How many times longer than on the host things may take here: 1 on the
+/// host; in the VM test bed `ELFEN_VM_SLACK` (its guest script sets it;
+/// 10 if unset). Live tests stretch their timelines (LC bursts, budgets)
+/// and bounds (how long to wait for the daemon) by it, so that what they
+/// assert is still behaviour under emulation.
+pub fn slack() -> u32 {
+    if timing_asserted() {
+        return 1;
+    }
+    std::env::var("ELFEN_VM_SLACK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&k| k >= 1)
+        .unwrap_or(10)
+}
+
+/// `d` × [`slack`]: a bound on how long something may take here, or a
+/// stretched time line.
+pub fn patient(d: Duration) -> Duration {
+    d * slack()
+}
+
+/// A timing-dependent check: asserted on the host; in the VM test bed
+/// printed with the figure as "timing not asserted: VM under TCG: …" and
+/// never failed.
+pub fn assert_timing(ok: bool, what: impl std::fmt::Display) {
+    if timing_asserted() {
+        assert!(ok, "{what}");
+    } else {
+        let vm = std::env::var("ELFEN_VM").unwrap_or_default().to_uppercase();
+        println!(
+            "timing not asserted: VM under {vm}: {what} ({})",
+            if ok { "holds" } else { "does not hold" }
+        );
+    }
 }
 
 /// A unique name for this test process.
@@ -119,6 +224,8 @@ pub struct DaemonProc {
     lines: Arc<Mutex<Vec<String>>>,
     state_file: PathBuf,
     page: PathBuf,
+    /// Leave the state file and the page to the next daemon (a crash test).
+    leave: bool,
 }
 
 impl DaemonProc {
@@ -146,7 +253,16 @@ impl DaemonProc {
             lines,
             state_file: state_file.to_path_buf(),
             page: page.to_path_buf(),
+            leave: false,
         }
+    }
+
+    /// SIGKILLs it and leaves its state file and page as a crash leaves
+    /// them, for the next daemon to repair (dropping it recovers nothing).
+    pub fn kill_leaving_state(mut self) {
+        self.stop_with(libc::SIGKILL, patient(Duration::from_secs(5)))
+            .expect("killed");
+        self.leave = true;
     }
 
     /// Its pid.
@@ -223,6 +339,9 @@ impl Drop for DaemonProc {
         {
             println!("cleanup: the daemon ignored SIGTERM; killed it");
         }
+        if self.leave {
+            return;
+        }
         match elfen_cgroup::Executor::recover(&self.state_file) {
             Ok(r) if !r.is_empty() => println!("cleanup: recovered\n{r}"),
             Err(e) => println!("cleanup: recovery failed: {e}"),
@@ -232,28 +351,55 @@ impl Drop for DaemonProc {
     }
 }
 
-/// A cgroup made by a test in the real v1 hierarchies (`controllers`),
-/// removed when dropped: thawed, its processes moved to the root, rmdir.
+/// A cgroup made by a test in the machine's hierarchy as an operator would
+/// make it, removed when dropped: thawed, its processes moved to the root,
+/// rmdir. On v1 a directory per controller (a cpuset gets the root's cpus
+/// and mems); on v2 one directory, with the controllers it needs turned on
+/// in the root's `cgroup.subtree_control` where they were off (and off again
+/// when dropped).
 pub struct TestGroup {
     /// The group name (a top-level group).
     pub name: String,
     dirs: Vec<PathBuf>,
+    /// v2 controllers this group turned on in the root's subtree_control.
+    enabled: Vec<&'static str>,
 }
 
 impl TestGroup {
-    /// Creates `name` in each of `controllers` (v1 cpuset groups get the
-    /// root's cpus and mems).
+    /// Creates `name` in each of `controllers` (named as v1 names them:
+    /// `cpuset`, `cpu`, `freezer`, …, whatever the layout).
     pub fn new(name: &str, controllers: &[&str]) -> TestGroup {
+        let controllers: Vec<Controller> = controllers.iter().map(|c| controller(c)).collect();
+        let h = cgroups();
         let mut g = TestGroup {
             name: name.to_string(),
             dirs: Vec::new(),
+            enabled: Vec::new(),
         };
-        for c in controllers {
-            let root = Path::new("/sys/fs/cgroup").join(c);
+        if h.layout() == Layout::V2 {
+            let root = h.root().to_path_buf();
+            let sc = root.join("cgroup.subtree_control");
+            let on = std::fs::read_to_string(&sc).unwrap_or_default();
+            for c in controllers.iter().filter_map(|c| c.v2_name()) {
+                if !on.split_whitespace().any(|w| w == c) {
+                    std::fs::write(&sc, format!("+{c}"))
+                        .unwrap_or_else(|e| panic!("{}: +{c}: {e}", sc.display()));
+                    g.enabled.push(c);
+                }
+            }
+            let d = root.join(name);
+            std::fs::create_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+            g.dirs.push(d);
+            return g;
+        }
+        for &c in &controllers {
+            let root = h
+                .controller_root(c)
+                .expect("live_ok checked the controller");
             let d = root.join(name);
             std::fs::create_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
             g.dirs.push(d.clone());
-            if *c == "cpuset" {
+            if c == Controller::Cpuset {
                 for f in ["cpuset.cpus", "cpuset.mems"] {
                     let v = std::fs::read_to_string(root.join(f)).unwrap();
                     std::fs::write(d.join(f), v.trim()).unwrap();
@@ -263,9 +409,9 @@ impl TestGroup {
         g
     }
 
-    /// The group's directory in controller `c`.
+    /// The group's directory in controller `c` (a v1 name).
     pub fn dir(&self, c: &str) -> PathBuf {
-        Path::new("/sys/fs/cgroup").join(c).join(&self.name)
+        group_dir(c, &self.name)
     }
 
     /// Moves `pid` in (every controller).
@@ -275,12 +421,9 @@ impl TestGroup {
         }
     }
 
-    /// The v1 freezer state.
+    /// The freezer state, as v1 names it ([`freezer_state`]).
     pub fn freezer_state(&self) -> String {
-        std::fs::read_to_string(self.dir("freezer").join("freezer.state"))
-            .unwrap_or_default()
-            .trim()
-            .to_string()
+        freezer_state(&self.name)
     }
 }
 
@@ -289,6 +432,9 @@ impl Drop for TestGroup {
         for d in self.dirs.iter().rev() {
             if d.join("freezer.state").exists() {
                 let _ = std::fs::write(d.join("freezer.state"), "THAWED");
+            }
+            if d.join("cgroup.freeze").exists() {
+                let _ = std::fs::write(d.join("cgroup.freeze"), "0");
             }
             let root = d.parent().unwrap().join("cgroup.procs");
             for _ in 0..10 {
@@ -305,6 +451,17 @@ impl Drop for TestGroup {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if !self.enabled.is_empty() {
+            let sc = cgroups().root().join("cgroup.subtree_control");
+            for c in self.enabled.iter().rev() {
+                if let Err(e) = std::fs::write(&sc, format!("-{c}")) {
+                    println!(
+                        "cleanup: could not turn {c} off again in {}: {e}",
+                        sc.display()
+                    );
+                }
             }
         }
     }

@@ -329,7 +329,10 @@ fn a_page_name_held_by_something_else_is_refused_saying_whose() {
     // another user's file at the name: refused, naming the user
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        println!("not root: cannot give the page file to another user; that case not checked");
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Root,
+            "cannot give the page file to another user; that case not checked",
+        );
     } else {
         std::os::unix::fs::chown(&page, Some(65534), Some(65534)).unwrap();
         let e = Plan::resolve(&c).expect_err("squatted");
@@ -405,4 +408,60 @@ fn check_flag_exits_0_or_78_naming_the_field() {
         "{err}"
     );
     assert!(!d.join("page").exists() && !d.join("state.json").exists());
+}
+
+/// A v2 root like a systemd host's whose units set no CPU property: the
+/// root offers cpu but has not turned it on for its children, so no child
+/// shows `cpu.idle` yet. A group the daemon creates gets the controller
+/// turned on (elfen-cgroup does it), so its `cpu.idle` is judged by the
+/// kernel's version, not refused; a child where the controller is on but
+/// without `cpu.idle` (a kernel before 5.15) is still refused.
+#[test]
+fn cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!(
+            "skipped cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller: needs root (a command in a group of its own)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let root = d.join("cgroup");
+    let put = |rel: &str, v: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, v).unwrap();
+    };
+    put("cgroup.controllers", "cpuset cpu io memory pids\n");
+    put("cgroup.subtree_control", "memory pids\n");
+    put("cgroup.procs", "");
+    // core files every v2 group has, cpu controller or not
+    for f in ["cgroup.procs", "cpu.stat", "cpu.pressure", "memory.max"] {
+        put(&format!("system.slice/{f}"), "");
+    }
+    let text = format!(
+        "page = \"{}\"\nstate_file = \"{}\"\ncgroup_root = \"{}\"\n[signal]\npriority = 0\n\
+         [lc]\ncomm = \"nobody-runs-this\"\n\
+         [[batch]]\nname = \"b\"\nmode = \"idle\"\ncommand = [\"true\"]\n",
+        d.join("page").display(),
+        d.join("state.json").display(),
+        root.display()
+    );
+    let c = Config::parse(&text).unwrap();
+    let before = tree(&root);
+    let plan = Plan::resolve(&c).unwrap_or_else(|e| panic!("refused: {e}"));
+    assert_eq!(
+        plan.groups[0].idle,
+        Some(elfen_daemon::config::IdleMethod::CpuIdle),
+        "cpu.idle on v2"
+    );
+    assert_eq!(tree(&root), before, "resolving writes nothing");
+    // the controller on in a child, without cpu.idle: an old kernel's
+    put("system.slice/cpu.weight", "100\n");
+    let e = Plan::resolve(&c).expect_err("no cpu.idle where the controller is on");
+    assert!(
+        e.field == "batch[0].idle_method" && e.reason.contains("cpu.idle is not offered"),
+        "{e}"
+    );
 }

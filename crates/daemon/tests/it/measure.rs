@@ -17,11 +17,14 @@ fn the_wake_up_charge_counts_the_reference_threads_wake_ups() {
     );
     // Rung every millisecond for 300 ms: at most ~300 wake-ups (rings that
     // meet a sleeper not yet back asleep merge into one), and many fewer
-    // only if the ringing thread hardly ran.
-    assert!((30..=310).contains(&c.wakes), "{c:?}");
+    // only if the ringing thread hardly ran (a matter of speed: reported
+    // only under emulation).
+    assert!(c.wakes <= 310, "{c:?}");
+    assert_timing(c.wakes >= 30, format!("at least 30 wake-ups: {c:?}"));
     // Each wake-up runs a few syscalls: charged something, far below 1 ms.
-    assert!(
-        c.charged_ns_per_wake > 100.0 && c.charged_ns_per_wake < 1e6,
-        "{c:?}"
+    assert!(c.charged_ns_per_wake > 100.0, "{c:?}");
+    assert_timing(
+        c.charged_ns_per_wake < 1e6,
+        format!("charged below 1 ms per wake-up: {c:?}"),
     );
 }

@@ -159,7 +159,7 @@ fn sigterm_stops_the_whole_tree_of_a_batch_command() {
     // (the endpoint of a running guard-mode daemon against the docs'
     // metric tables: every documented metric served, nothing else)
     let metrics = scrape(&metrics_addr(&d));
-    let p = crate::metrics_doc::problems(&metrics);
+    let p = crate::metrics_doc::problems(&metrics, false);
     assert!(
         p.is_empty(),
         "the endpoint against the docs:\n{}\n{metrics}",
@@ -381,7 +381,10 @@ fn a_state_file_another_user_could_write_blocks_the_start() {
         "{e}"
     );
     if !elfen_cmd::proc::is_root() {
-        println!("not root: another user's state file not tried");
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Root,
+            "another user's state file not tried",
+        );
         return;
     }
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -39,12 +39,13 @@ public final class Jvm {
 
   /**
    * Warnings about JVM options a latency-critical run needs (the launcher {@code bin/elfen-lucene}
-   * sets them all): a pre-touched heap of fixed size.
+   * sets them all): a pre-touched heap of fixed size ({@code pretouch} false: the heap is left
+   * untouched on purpose, no warning about it).
    */
-  public static List<String> latencyWarnings() {
+  public static List<String> latencyWarnings(boolean pretouch) {
     List<String> args = ManagementFactory.getRuntimeMXBean().getInputArguments();
     List<String> out = new ArrayList<>();
-    if (!args.contains("-XX:+AlwaysPreTouch")) {
+    if (pretouch && !args.contains("-XX:+AlwaysPreTouch")) {
       out.add("-XX:+AlwaysPreTouch is not set: the first allocations after start-up page-fault");
     }
     Runtime rt = Runtime.getRuntime();

@@ -19,6 +19,9 @@ public final class Main {
                     --lc-signal api|none (ELFEN_LC_SIGNAL)  --page PATH (ELFEN_PAGE)  --lane N (ELFEN_LANE)
                     --side-fifo-priority N (ELFEN_SIDE_FIFO_PRIORITY, 0): acceptor and dispatchers SCHED_FIFO
                     --warmup-rounds N (20)  --exact-total-hits true|false (true)
+                    --hazards LIST (ELFEN_LUCENE_HAZARDS, none): nagle,untouched-heap,cold-start,small-heap|all
+                    --alloc-kib N  --retain-kib N: per-request garbage and live memory
+                      (small-heap: 256, 8192; untouched-heap: 64, 0)
         index     build the index if it is missing (--rebuild: build it again)
         queries   print the term queries of the tasks file: index, kind, term, freq (tab-separated)
         demand    service time of each query run alone on the pinned worker, to JSON
@@ -166,7 +169,19 @@ public final class Main {
     if (sideFifo < 0 || sideFifo > 99) {
       throw new IllegalArgumentException("--side-fifo-priority must be 0 (off) or 1..99, got " + sideFifo);
     }
-    for (String w : Jvm.latencyWarnings()) {
+    Hazards hazards = Hazards.parse(o.get("hazards", "ELFEN_LUCENE_HAZARDS"));
+    // small-heap: garbage and live data per request; untouched-heap: garbage,
+    // so the requests reach fresh heap pages sooner
+    int allocDefault = hazards.smallHeap() ? 256 : hazards.untouchedHeap() ? 64 : 0;
+    Server.Churn churn = new Server.Churn(o.getInt("alloc-kib", null, allocDefault),
+        o.getInt("retain-kib", null, hazards.smallHeap() ? 8192 : 0));
+    if (churn.allocKib() < 0 || churn.retainKib() < 0) {
+      throw new IllegalArgumentException("--alloc-kib and --retain-kib must be >= 0");
+    }
+    if (hazards.any()) {
+      log.println("serve: hazards on: " + hazards.describe() + " (bindings/java/lucene/README.md)");
+    }
+    for (String w : Jvm.latencyWarnings(!hazards.untouchedHeap())) {
       log.println("serve: warning: " + w);
     }
     if (workerCpus == null) {
@@ -184,18 +199,28 @@ public final class Main {
     Tasks tasks = loadTasks(o, log);
     boolean exact = Boolean.parseBoolean(o.get("exact-total-hits", null, "true"));
     Search search = new Search(idx.reader(), exact);
-    Server server = new Server(listener, search,
-        new Server.Config(workerCpus, sideCpus, () -> LcSignal.open(mode, page, lane), log, sideFifo));
-    int rounds = o.getInt("warmup-rounds", null, 20);
+    Server server = new Server(listener, search, new Server.Config(workerCpus, sideCpus,
+        () -> LcSignal.open(mode, page, lane), log, sideFifo, hazards, churn));
+    // cold-start: no warm-up of any kind
+    int rounds = hazards.coldStart() ? 0 : o.getInt("warmup-rounds", null, 20);
     long tw = System.nanoTime();
     server.startWorker(() -> warmUp(search, tasks.queries(), rounds, log));
     server.awaitReady();
     server.startAccepting();
-    try (WireClient c = new WireClient(server.port(), 60_000)) {
-      int ok = c.runAll(tasks.queries());
-      log.printf("serve: warm-up over the wire: %d/%d ok%n", ok, tasks.queries().size());
+    if (hazards.coldStart()) {
+      log.println("serve: hazard cold-start: no warm-up rounds, none over the wire, no full collection");
+    } else {
+      try (WireClient c = new WireClient(server.port(), 60_000)) {
+        int ok = c.runAll(tasks.queries());
+        log.printf("serve: warm-up over the wire: %d/%d ok%n", ok, tasks.queries().size());
+      }
     }
-    settleHeap(log);
+    if (hazards.untouchedHeap()) {
+      // the requests go on allocating where warm-up stopped: into pages never touched
+      log.println("serve: hazard untouched-heap: no full collection after warm-up, heap not pre-touched");
+    } else if (!hazards.coldStart()) {
+      settleHeap(log);
+    }
     double warmS = (System.nanoTime() - tw) / 1e9;
     Jvm.GcCounts gcAtReady = Jvm.gc();
     long servedAtReady = server.served.get();
@@ -213,8 +238,9 @@ public final class Main {
     }, "elfen-lucene-shutdown"));
     server.openForPings();
     System.out.printf("serve: ready on 127.0.0.1:%d: %d queries, lc-signal %s, worker CPUs %s, side CPUs %s,"
-        + " start-up %.1f s (warm-up %.1f s)%n", server.port(), tasks.queries().size(), server.signalDescription(),
-        cpu == null ? "any" : cpu, side == null ? "any" : side, (System.nanoTime() - t0) / 1e9, warmS);
+        + " hazards %s, start-up %.1f s (warm-up %.1f s)%n", server.port(), tasks.queries().size(),
+        server.signalDescription(), cpu == null ? "any" : cpu, side == null ? "any" : side, hazards.describe(),
+        (System.nanoTime() - t0) / 1e9, warmS);
     System.out.flush();
     Thread.currentThread().join();
   }

@@ -24,7 +24,9 @@ import java.util.function.Supplier;
  * pinned to the request lane's CPU, takes them in order, runs the query, writes the response
  * itself and publishes begin / end with the queue length through {@link LcSignal} (the worker
  * is the single writer of the LC line). Pings, bad requests and protocol errors are answered
- * by the dispatcher at once. Every socket has {@code TCP_NODELAY}.
+ * by the dispatcher at once. Every socket has {@code TCP_NODELAY} and a response is one write,
+ * unless the {@code nagle} hazard is on ({@link Hazards}); with {@code small-heap} each request
+ * also allocates and retains memory ({@link Churn}).
  *
  * <p>Life cycle: construct with a bound listening socket, {@link #startWorker} (pins, warms up
  * on the worker itself), {@link #awaitReady}, {@link #startAccepting} (work requests are served
@@ -38,17 +40,36 @@ public final class Server implements AutoCloseable {
    * their CPUs cannot delay a request's arrival at the queue (0: they stay {@code SCHED_OTHER}).
    */
   public record Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log,
-      int sideFifoPriority) {
-    /** Side threads at {@code SCHED_OTHER}. */
+      int sideFifoPriority, Hazards hazards, Churn churn) {
+    /** Side threads at {@code SCHED_OTHER}, no hazard. */
     public Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log) {
-      this(workerCpus, sideCpus, signal, log, 0);
+      this(workerCpus, sideCpus, signal, log, 0, Hazards.NONE, Churn.NONE);
     }
+
+    /** No hazard. */
+    public Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log,
+        int sideFifoPriority) {
+      this(workerCpus, sideCpus, signal, log, sideFifoPriority, Hazards.NONE, Churn.NONE);
+    }
+  }
+
+  /**
+   * Memory each request allocates ({@code allocKib} KiB in 4 KiB arrays) and of which the last
+   * {@code retainKib} KiB stay reachable, so young collections have live data to copy (the {@code
+   * small-heap} hazard; 0 and 0: nothing).
+   */
+  public record Churn(int allocKib, int retainKib) {
+    /** No allocation beyond the query's own. */
+    public static final Churn NONE = new Churn(0, 0);
   }
 
   /** A work request waiting in the queue. */
   private record Job(Conn conn, long id, String term, long arrivedNs) {}
 
   private static final Job STOP = new Job(null, 0, null, 0);
+
+  /** Where the {@code nagle} hazard splits a response into two writes. */
+  static final int SPLIT_AT = 16;
 
   private final ServerSocket listener;
   private final Search search;
@@ -147,7 +168,7 @@ public final class Server implements AutoCloseable {
         return;
       }
       try {
-        s.setTcpNoDelay(true);
+        s.setTcpNoDelay(!cfg.hazards().nagle());
         Conn c = new Conn(s);
         conns.add(c);
         Thread t = new Thread(() -> dispatch(c), "elfen-lucene-dispatch-" + s.getPort());
@@ -250,6 +271,9 @@ public final class Server implements AutoCloseable {
 
   private void serveQueue(LcSignal signal) {
     byte[] resp = new byte[Protocol.RESPONSE_BYTES];
+    int chunks = cfg.churn().allocKib() / 4;
+    byte[][] retained = new byte[Math.max(1, cfg.churn().retainKib() / 4)][];
+    int next = 0;
     while (true) {
       Job job;
       try {
@@ -271,6 +295,14 @@ public final class Server implements AutoCloseable {
       int hits = 0;
       try {
         hits = search.run(job.term());
+        for (int i = 0; i < chunks; i++) {
+          byte[] b = new byte[4096];
+          b[i & 4095] = (byte) hits;
+          if (cfg.churn().retainKib() > 0) {
+            retained[next] = b;
+            next = (next + 1) % retained.length;
+          }
+        }
       } catch (IOException | RuntimeException e) {
         status = Protocol.STATUS_SERVICE_ERROR;
         serviceErrors.incrementAndGet();
@@ -339,7 +371,13 @@ public final class Server implements AutoCloseable {
           return;
         }
         try {
-          out.write(buf);
+          if (cfg.hazards().nagle()) {
+            // two sends: without TCP_NODELAY the second waits for the first's ACK
+            out.write(buf, 0, SPLIT_AT);
+            out.write(buf, SPLIT_AT, buf.length - SPLIT_AT);
+          } else {
+            out.write(buf);
+          }
         } catch (IOException e) {
           close();
         }

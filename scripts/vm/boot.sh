@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Boots the VM test bed's guest once and waits for it to power off.
+#
+#   scripts/vm/boot.sh IMAGE_DIR PAYLOAD_IMG OUT_DIR
+#
+# The guest: qemu-system-x86_64, 4 vCPUs as 1 socket x 2 cores x 2 SMT threads
+# of a Skylake-Server model (a model whose CPUID leaves carry the SMT topology
+# to the guest kernel), 2 GB, the guest's own kernel and initrd, the cached
+# root image as a throw-away snapshot (/dev/vda), the payload image read-write
+# (/dev/vdb), a serial console into OUT_DIR/serial.log, no network.
+#
+# Accelerator ($ELFEN_VM_ACCEL: auto, kvm, tcg; default auto): auto probes KVM
+# with a bounded boot of the kernel alone (it must print its banner within
+# $ELFEN_VM_KVM_PROBE_S, default 10 s; a nested KVM guest can hang after the
+# BIOS without a word) and falls back to TCG, saying why. The choice is written
+# to OUT_DIR/accel.
+#
+# Bounds: the runner must say it is up within $ELFEN_VM_BOOT_TIMEOUT_S (default
+# 300 s), and the guest must power off within $ELFEN_VM_TIMEOUT_S (default
+# 2400 s) of the start; otherwise qemu is killed. Exit status: 0 the guest
+# powered off, 2 boot timeout, 3 run timeout, 4 qemu failed.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+[ $# -eq 3 ] || die "usage: boot.sh IMAGE_DIR PAYLOAD_IMG OUT_DIR"
+img="$1" payload="$2" out="$3"
+mkdir -p "$out"
+accel="${ELFEN_VM_ACCEL:-auto}"
+probe_s="${ELFEN_VM_KVM_PROBE_S:-10}"
+boot_timeout="${ELFEN_VM_BOOT_TIMEOUT_S:-300}"
+run_timeout="${ELFEN_VM_TIMEOUT_S:-2400}"
+command -v qemu-system-x86_64 >/dev/null ||
+  die "qemu-system-x86_64 is missing: scripts/setup.sh --deps installs it (scripts/deps/vm.apt)"
+
+# shellcheck disable=SC2054 # qemu arguments with commas
+CPU=(-cpu Skylake-Server -smp 4,sockets=1,cores=2,threads=2)
+APPEND="console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1"
+
+qemu_pid=""
+stop_qemu() {
+  [ -n "$qemu_pid" ] || return 0
+  kill "$qemu_pid" 2>/dev/null || true
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    kill -0 "$qemu_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  kill -9 "$qemu_pid" 2>/dev/null || true
+  wait "$qemu_pid" 2>/dev/null || true
+  qemu_pid=""
+}
+trap stop_qemu EXIT
+
+# Whether KVM boots this kernel here: its banner on the console within probe_s.
+kvm_works() {
+  if [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then
+    why="/dev/kvm is not there or not usable by $(id -un)"
+    return 1
+  fi
+  local log="$out/kvm-probe.log" t=0
+  : >"$log"
+  qemu-system-x86_64 -accel kvm "${CPU[@]}" -m 256 -nodefaults -display none -no-reboot \
+    -kernel "$img/vmlinuz" -append "$APPEND root=/dev/null" \
+    -serial "file:$log" >"$out/kvm-probe.err" 2>&1 &
+  qemu_pid=$!
+  while [ "$t" -lt "$((probe_s * 10))" ]; do
+    if grep -q 'Linux version' "$log" 2>/dev/null; then
+      stop_qemu
+      return 0
+    fi
+    if ! kill -0 "$qemu_pid" 2>/dev/null; then
+      wait "$qemu_pid" 2>/dev/null || true
+      qemu_pid=""
+      why="qemu -accel kvm failed: $(head -c 300 "$out/kvm-probe.err" | tr '\n' ' ')"
+      return 1
+    fi
+    sleep 0.1
+    t=$((t + 1))
+  done
+  stop_qemu
+  why="a KVM guest printed nothing within ${probe_s} s (nested KVM hanging after the BIOS)"
+  return 1
+}
+
+case "$accel" in
+  auto)
+    if kvm_works; then
+      accel=kvm
+      say "accelerator: KVM (the probe boot printed the kernel banner)"
+    else
+      accel=tcg
+      say "accelerator: TCG (emulation, about ten times slower than the host): $why"
+    fi
+    ;;
+  kvm | tcg) say "accelerator: ${accel^^} (ELFEN_VM_ACCEL)" ;;
+  *) die "ELFEN_VM_ACCEL must be auto, kvm or tcg, not $accel" ;;
+esac
+echo "$accel" >"$out/accel"
+
+serial="$out/serial.log"
+: >"$serial"
+t_launch=$(now_s)
+qemu-system-x86_64 -accel "$accel" "${CPU[@]}" -m 2048 \
+  -nodefaults -display none -no-reboot -nic none \
+  -kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
+  -append "$APPEND root=/dev/vda rw elfen.accel=$accel systemd.unit=elfen-vmtest.target systemd.show_status=error" \
+  -drive "file=$img/root.img,format=raw,if=virtio,snapshot=on" \
+  -drive "file=$payload,format=raw,if=virtio" \
+  -device virtio-rng-pci \
+  -serial "file:$serial" >"$out/qemu.err" 2>&1 &
+qemu_pid=$!
+say "guest started (qemu pid $qemu_pid, log $serial); boot bound ${boot_timeout} s, run bound ${run_timeout} s"
+
+# Prints the runner's "@@elfen-vm" lines as they come; watches the bounds.
+seen=0 booted="" status=0
+while :; do
+  n=$(wc -l <"$serial")
+  if [ "$n" -gt "$seen" ]; then
+    sed -n "$((seen + 1)),${n}p" "$serial" | tr -d '\r' | sed -n 's/^.*@@elfen-vm /vm| /p'
+    if [ -z "$booted" ] && sed -n "$((seen + 1)),${n}p" "$serial" | grep -q '@@elfen-vm up:'; then
+      booted=$(now_s)
+      elapsed_s "$t_launch" "$booted" >"$out/boot-seconds"
+    fi
+    seen=$n
+  fi
+  if ! kill -0 "$qemu_pid" 2>/dev/null; then
+    wait "$qemu_pid" 2>/dev/null || status=$?
+    qemu_pid=""
+    if [ "$status" -ne 0 ]; then
+      say "qemu failed (exit $status): $(head -c 500 "$out/qemu.err")"
+      status=4
+    fi
+    break
+  fi
+  t=$(elapsed_s "$t_launch" "$(now_s)")
+  if [ -z "$booted" ] && awk -v t="$t" -v b="$boot_timeout" 'BEGIN { exit !(t > b) }'; then
+    say "boot timeout: the guest's runner did not start within ${boot_timeout} s; the console's last lines:"
+    tail -n 30 "$serial" | tr -d '\r' | sed 's/^/  | /' >&2
+    stop_qemu
+    status=2
+    break
+  fi
+  if awk -v t="$t" -v b="$run_timeout" 'BEGIN { exit !(t > b) }'; then
+    say "run timeout: the guest did not power off within ${run_timeout} s; the console's last lines:"
+    tail -n 30 "$serial" | tr -d '\r' | sed 's/^/  | /' >&2
+    stop_qemu
+    status=3
+    break
+  fi
+  sleep 1
+done
+elapsed_s "$t_launch" "$(now_s)" >"$out/run-seconds"
+exit "$status"

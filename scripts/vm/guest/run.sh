@@ -1,0 +1,171 @@
+#!/bin/bash
+# The VM test bed's guest side, run at boot by elfen-vmtest.service from the
+# payload disk the host made (/mnt/elfen). It
+#
+#   1. links the host's paths to the payload (the test binaries find their
+#      helper binaries and the repository's files where cargo built them);
+#   2. records what this guest is (cgroup file system, controllers, SMT
+#      siblings) and checks the test bed's promises: cgroup v2 only, 2 cores x
+#      2 threads;
+#   3. runs every test of every test binary in tests.tsv, one test per
+#      process (libtest --exact), and every scenario in scenarios/;
+#   4. writes results/summary.tsv (suite, test, pass|fail|skip, seconds,
+#      note), a log per test under results/logs/, and results/complete last.
+#
+# Progress goes to the console as "@@elfen-vm ..." lines, which the host
+# prints. The unit powers the guest off when this script ends.
+set -u
+P=/mnt/elfen
+R=$P/results
+rm -rf "$R"
+mkdir -p "$R/logs"
+SUMMARY=$R/summary.tsv
+: >"$SUMMARY"
+
+mark() { echo "@@elfen-vm $*"; }
+
+# The run's settings from the host (ELFEN_BIN, timeouts, a selection), and the
+# accelerator the host chose (on the kernel command line): tests read ELFEN_VM
+# (tcg or kvm) to report timing figures instead of asserting them.
+set -a
+. "$P/env"
+ELFEN_VM=$(sed -n 's/.*elfen\.accel=\([a-z]*\).*/\1/p' /proc/cmdline)
+ELFEN_VM=${ELFEN_VM:-unknown}
+# how many times longer than on the host the live tests allow (time lines,
+# bounds): emulation runs code about ten times slower
+case "$ELFEN_VM" in kvm) ELFEN_VM_SLACK=${ELFEN_VM_SLACK:-3} ;; *) ELFEN_VM_SLACK=${ELFEN_VM_SLACK:-10} ;; esac
+set +a
+TEST_TIMEOUT_S=${ELFEN_VM_TEST_TIMEOUT_S:-600}
+SELECT=${ELFEN_VM_SELECT:-}
+
+# suite test status seconds note
+record() {
+  local note="${5//$'\t'/ }"
+  note="${note//$'\n'/ | }"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$note" >>"$SUMMARY"
+  mark "[$3] $1 $2 (${4} s)${note:+ — $note}"
+}
+
+# 1. the host's paths
+while IFS=$'\t' read -r abs rel; do
+  [ -n "$abs" ] || continue
+  mkdir -p "$(dirname "$abs")"
+  ln -sfn "$P/$rel" "$abs"
+done <"$P/links.tsv"
+
+# 2. what this guest is
+up=$(cut -d' ' -f1 /proc/uptime)
+fs=$(stat -fc %T /sys/fs/cgroup)
+mark "up: runner started ${up} s after the kernel; kernel $(uname -r); $(nproc) CPUs; /sys/fs/cgroup is ${fs}; accelerator ${ELFEN_VM}, slack ${ELFEN_VM_SLACK}"
+{
+  echo "uptime_at_start_s $up"
+  echo "kernel $(uname -r)"
+  echo "systemd $(systemctl --version | head -n1)"
+  echo "system_state $(systemctl is-system-running 2>/dev/null)"
+  echo "cgroup_fs $fs"
+  echo "cgroup_controllers $(cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null)"
+  echo "cgroup_subtree_control $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null)"
+  for c in /sys/devices/system/cpu/cpu[0-9]*; do
+    echo "${c##*/}_siblings $(cat "$c/topology/thread_siblings_list")"
+  done
+  echo "btf $([ -e /sys/kernel/btf/vmlinux ] && echo yes || echo no)"
+  echo "cpu_model $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+} >"$R/facts.txt"
+sed 's/^/@@elfen-vm fact: /' "$R/facts.txt"
+
+t0=$(date +%s.%N)
+if [ "$fs" = cgroup2fs ] && [ ! -d /sys/fs/cgroup/unified ] && [ ! -d /sys/fs/cgroup/cpuset ]; then
+  record vm cgroup-v2-only pass 0 "/sys/fs/cgroup is cgroup2fs, no v1 hierarchy; controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+else
+  record vm cgroup-v2-only fail 0 "/sys/fs/cgroup is $fs"
+fi
+sib=$(for c in 0 1 2 3; do cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list 2>/dev/null; done | paste -sd' ' -)
+if [ "$(nproc)" = 4 ] && [ "$sib" = "0-1 0-1 2-3 2-3" ]; then
+  record vm smt-2x2 pass 0 "4 CPUs, siblings 0-1 and 2-3 (emulated SMT: proves topology, pairing and multi-pair code paths, not SMT interference)"
+else
+  record vm smt-2x2 fail 0 "$(nproc) CPUs, siblings of cpu0-3: $sib"
+fi
+
+# 3a. test binaries: "suite<TAB>binary<TAB>libtest filter (optional)"
+# A test's status: its exit status, then what it printed: "skipped …" lines
+# (the project's way of saying a test could not run) make it a skip with the
+# reason; "timing not asserted …" lines are kept as its note.
+run_test() {
+  local suite="$1" bin="$2" t="$3" log rc s0 secs status note
+  log="$R/logs/${suite//\//.}.${t//::/.}.log"
+  s0=$(date +%s.%N)
+  timeout -k 10 "$TEST_TIMEOUT_S" "$bin" --exact "$t" --nocapture --test-threads=1 </dev/null >"$log" 2>&1
+  rc=$?
+  secs=$(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  note=$(grep -E -m3 'timing not asserted' "$log" | paste -sd';' -)
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    status=fail
+    note="timed out after ${TEST_TIMEOUT_S} s"
+  elif [ "$rc" -ne 0 ]; then
+    status=fail
+    note=$(grep -A4 -m1 'panicked at' "$log" | head -n5 | cut -c1-300 | paste -sd' ' -)
+    [ -n "$note" ] || note="exit status $rc"
+  elif grep -q -E "^test .* \.\.\. ignored" "$log"; then
+    status=skip
+    note="ignored"
+  elif grep -q -E '^skipped( [^:]*)?: ' "$log"; then
+    status=skip
+    note=$(grep -E -m1 '^skipped( [^:]*)?: ' "$log" | sed -E 's/^skipped( [^:]*)?: //')
+  elif ! grep -q -E '^test result: ok\. 1 passed' "$log"; then
+    status=fail
+    note="no test ran (libtest did not report one passed)"
+  else
+    status=pass
+  fi
+  record "$suite" "$t" "$status" "$secs" "$note"
+}
+
+while IFS=$'\t' read -r -u 3 suite bin filter; do
+  [ -n "$suite" ] || continue
+  if [ ! -x "$bin" ]; then
+    record "$suite" "(binary)" fail 0 "$bin is missing in the guest"
+    continue
+  fi
+  # shellcheck disable=SC2086 # the filter is libtest arguments
+  mapfile -t tests < <("$bin" --list --format terse $filter 2>"$R/logs/${suite//\//.}.list.err" | sed -n 's/: test$//p')
+  if [ "${#tests[@]}" -eq 0 ]; then
+    record "$suite" "(list)" fail 0 "no tests listed by $bin $filter"
+    continue
+  fi
+  mark "$suite: ${#tests[@]} tests"
+  for t in "${tests[@]}"; do
+    [[ -z "$SELECT" || "$suite $t" =~ $SELECT ]] || continue
+    run_test "$suite" "$bin" "$t"
+  done
+done 3<"$P/tests.tsv"
+
+# 3b. scenarios: shell scripts (scripts/vm/scenarios/*.sh) sourcing
+# guest/lib.sh; exit 0 passed, 77 skipped (reason on a "skipped: " line),
+# anything else failed; their "note: " lines become the result's note.
+for s in "$P"/scenarios/*.sh; do
+  [ -f "$s" ] || continue
+  name=$(basename "$s" .sh)
+  [[ -z "$SELECT" || "scenario $name" =~ $SELECT ]] || continue
+  log="$R/logs/scenario.$name.log"
+  mark "scenario $name"
+  s0=$(date +%s.%N)
+  timeout -k 10 "$TEST_TIMEOUT_S" bash "$s" </dev/null >"$log" 2>&1
+  rc=$?
+  secs=$(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  sed 's/^/@@elfen-vm   | /' "$log"
+  note=$(grep -E '^note: ' "$log" | sed 's/^note: //' | paste -sd';' -)
+  case $rc in
+    0) status=pass ;;
+    77) status=skip; note=$(grep -m1 '^skipped: ' "$log" | sed 's/^skipped: //') ;;
+    124 | 137) status=fail; note="timed out after ${TEST_TIMEOUT_S} s; $note" ;;
+    *) status=fail; note="$(grep -E '^FAIL: ' "$log" | head -n3 | paste -sd';' -)${note:+; $note}" ;;
+  esac
+  record scenario "$name" "$status" "$secs" "$note"
+done
+
+total=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+journalctl -b --no-pager -o short-monotonic >"$R/journal.txt" 2>/dev/null
+echo "$total" >"$R/seconds"
+touch "$R/complete"
+sync
+mark "done: $(cut -f3 "$SUMMARY" | sort | uniq -c | paste -sd, -) in ${total} s"

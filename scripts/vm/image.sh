@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The VM test bed's guest: a Debian bookworm root file system built from Debian
+# packages (mmdebstrap, scripts/vm/packages.list) as an ext4 image, with the
+# guest's own kernel and initrd beside it, cached between runs.
+#
+#   scripts/vm/image.sh            build it unless the cache has it; print its directory
+#   scripts/vm/image.sh --rebuild  build it again
+#
+# Cache: $ELFEN_VM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/elfen/vm, one
+# directory per key (a hash of packages.list, this script and scripts/vm/image/*):
+# root.img (ext4), vmlinuz, initrd.img, packages.txt (what was installed),
+# mirrors.txt. Building replaces older keys. Needs root (mmdebstrap's root mode,
+# files owned by root in the image). The mirrors are the host's apt sources'
+# bookworm suites ($ELFEN_VM_MIRROR replaces the main archive's URL).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+rebuild=0
+[ "${1:-}" = "--rebuild" ] && rebuild=1
+
+# "URI SUITE" for every bookworm, bookworm-updates and bookworm-security entry of
+# the host's apt sources (one-line and deb822 formats).
+host_mirrors() {
+  local f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -r "$f" ] || continue
+    awk '$1 == "deb" {
+      i = 2
+      if ($i ~ /^\[/) { while ($i !~ /\]$/ && i < NF) i++; i++ }
+      print $i, $(i + 1)
+    }' "$f"
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -r "$f" ] || continue
+    awk 'BEGIN { RS = "" }
+    {
+      types = ""; uris = ""; suites = ""
+      n = split($0, lines, "\n")
+      for (k = 1; k <= n; k++) {
+        l = lines[k]
+        if (l ~ /^#/) continue
+        if (l ~ /^Types:/)  { sub(/^Types:[ \t]*/, "", l);  types = l }
+        if (l ~ /^URIs:/)   { sub(/^URIs:[ \t]*/, "", l);   uris = l }
+        if (l ~ /^Suites:/) { sub(/^Suites:[ \t]*/, "", l); suites = l }
+      }
+      if (types !~ /(^| )deb( |$)/) next
+      nu = split(uris, u, " "); ns = split(suites, s, " ")
+      for (a = 1; a <= nu; a++) for (b = 1; b <= ns; b++) print u[a], s[b]
+    }' "$f"
+  done
+}
+
+# The sources lines mmdebstrap gets, one a line.
+mirror_lines() {
+  local lines
+  lines=$(host_mirrors | awk '$2 ~ /^bookworm(-updates|-security)?$/' | sort -u)
+  if [ -z "$lines" ]; then
+    lines=$(printf '%s\n' "http://deb.debian.org/debian bookworm" \
+      "http://deb.debian.org/debian bookworm-updates" \
+      "http://deb.debian.org/debian-security bookworm-security")
+  fi
+  if [ -n "${ELFEN_VM_MIRROR:-}" ]; then
+    lines=$(printf '%s\n' "$lines" | awk -v m="$ELFEN_VM_MIRROR" '$2 !~ /-security$/ { $1 = m } { print }' | sort -u)
+  fi
+  printf '%s\n' "$lines" | awk '{ print "deb " $1 " " $2 " main" }'
+}
+
+build() {
+  local out="$1" stage="$1.stage"
+  command -v mmdebstrap >/dev/null || die "mmdebstrap is missing: scripts/setup.sh --deps installs it (scripts/deps/vm.apt)"
+  command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is missing: scripts/setup.sh --deps installs it (scripts/deps/vm.apt)"
+  [ "$(id -u)" -eq 0 ] || die "building the guest image needs root (mmdebstrap, root-owned files); run as root or fill the cache $(vm_cache_dir) once as root"
+  rm -rf "$out" "$stage"
+  mkdir -p "$out"
+  local -a mirrors
+  mapfile -t mirrors < <(mirror_lines)
+  printf '%s\n' "${mirrors[@]}" >"$out/mirrors.txt"
+  local pkgs
+  pkgs=$(vm_packages | paste -sd, -)
+  say "building the guest root file system (Debian bookworm, minbase + $pkgs) from ${mirrors[0]#deb }"
+  local t0
+  t0=$(now_s)
+  mmdebstrap --quiet --variant=minbase --include="$pkgs" \
+    --aptopt='Acquire::Retries "3"' \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    bookworm "$stage" "${mirrors[@]}" >&2
+  say "mmdebstrap: $(elapsed_s "$t0" "$(now_s)") s, $(du -sm "$stage" | cut -f1) MB"
+
+  # what the guest boots into (docs/vmtest.md)
+  install -m 0644 "$VM_DIR/image/fstab" "$stage/etc/fstab"
+  install -m 0644 "$VM_DIR/image/elfen-vmtest.service" "$stage/etc/systemd/system/"
+  install -m 0644 "$VM_DIR/image/elfen-vmtest.target" "$stage/etc/systemd/system/"
+  echo elfen-vm >"$stage/etc/hostname"
+  printf '127.0.0.1 localhost\n127.0.1.1 elfen-vm\n' >"$stage/etc/hosts"
+  mkdir -p "$stage/mnt/elfen"
+  # Nothing that competes with the tests or waits for a network the guest has
+  # not: no gettys, timers or time sync.
+  local u
+  for u in serial-getty@ttyS0.service getty@tty1.service apt-daily.timer \
+    apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer dpkg-db-backup.timer \
+    systemd-timesyncd.service; do
+    ln -sf /dev/null "$stage/etc/systemd/system/$u"
+  done
+  dpkg-query --admindir="$stage/var/lib/dpkg" -W -f '${Package} ${Version}\n' >"$out/packages.txt"
+
+  local kernel initrd
+  kernel=$(ls "$stage"/boot/vmlinuz-* | sort -V | tail -n1)
+  initrd=$(ls "$stage"/boot/initrd.img-* | sort -V | tail -n1)
+  if [ ! -f "$kernel" ] || [ ! -f "$initrd" ]; then die "no kernel or initrd in the guest's /boot"; fi
+  cp "$kernel" "$out/vmlinuz"
+  cp "$initrd" "$out/initrd.img"
+  basename "$kernel" | sed 's/^vmlinuz-//' >"$out/kernel-release"
+
+  # ext4 with room for what the tests write (/tmp is on the root here)
+  local used_mb
+  used_mb=$(du -sm "$stage" | cut -f1)
+  mkfs.ext4 -q -F -L elfen-root -d "$stage" "$out/root.img" "$((used_mb + 1024))M" >/dev/null
+  rm -rf "$stage"
+  say "image: $out/root.img ($(du -sm "$out/root.img" | cut -f1) MB used of $((used_mb + 1024)) MB), kernel $(cat "$out/kernel-release"), built in $(elapsed_s "$t0" "$(now_s)") s"
+}
+
+main() {
+  local cache key dir
+  cache=$(vm_cache_dir)
+  key=$(vm_image_key)
+  dir="$cache/$key"
+  mkdir -p "$cache"
+  exec 9>"$cache/.lock"
+  flock 9
+  if [ "$rebuild" -eq 1 ] || [ ! -f "$dir/complete" ]; then
+    build "$dir"
+    touch "$dir/complete"
+    # older keys are never used again
+    local d
+    for d in "$cache"/*/; do
+      d="${d%/}"
+      [[ "${d##*/}" =~ ^[0-9a-f]{16}(\.stage)?$ ]] || continue
+      [ "$d" = "$dir" ] || { say "removing the older image ${d##*/}"; rm -rf "$d"; }
+    done
+  else
+    say "guest image from the cache: $dir (kernel $(cat "$dir/kernel-release"))"
+  fi
+  printf '%s\n' "$dir"
+}
+
+main
