@@ -128,7 +128,9 @@ pub fn enter_delegated_leaf(
         return Err(DaemonError::thread(
             "placement",
             format!(
-                "the daemon's group {base} still holds processes besides the daemon (pid {}):                  a group that hands controllers to its children may hold none itself; start the                  daemon directly from its unit (no wrapper left running in it)",
+                "the daemon's group {base} still holds processes besides the daemon (pid {}): \
+                 a group that hands controllers to its children may hold none itself; start the \
+                 daemon directly from its unit (no wrapper left running in it)",
                 pids.join(", ")
             ),
         ));

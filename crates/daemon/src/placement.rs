@@ -88,11 +88,10 @@ impl Placement {
         }
     }
 
-    /// Decides the placement on `host` for `config`'s commands: refused
-    /// where systemd manages the hierarchy and the daemon's group is not
-    /// delegated to it (naming the unit to change).
-    pub fn decide(config: &Config, host: &HostSituation) -> Result<Placement, ConfigError> {
-        let first_command = config.batch.iter().position(|b| b.command.is_some());
+    /// Decides the placement of commands on `host`: below the
+    /// daemon's own group where it is delegated, else at the root of each
+    /// hierarchy (where systemd manages it, said by [`undelegated_note`]).
+    pub fn decide(host: &HostSituation) -> Result<Placement, ConfigError> {
         match &host.delegation {
             Delegation::NoManager => Ok(Placement::Root),
             Delegation::Delegated { unit, .. } => {
@@ -108,42 +107,48 @@ impl Placement {
                     unit: unit.clone(),
                 })
             }
-            Delegation::NotDelegated { unit, why } => match first_command {
-                None => Ok(Placement::Root),
-                Some(i) => {
-                    let own = host
-                        .own_group
-                        .as_ref()
-                        .map_or("unknown".into(), |g| g.to_string());
-                    let fix = match unit {
-                        Some(u) => format!(
-                            "set Delegate=yes on {u} (systemctl edit {u}: [Service] Delegate=yes), \
-                             or run the daemon as the packaged elfen-daemon.service"
-                        ),
-                        None => {
-                            "run the daemon as the packaged elfen-daemon.service (Delegate=yes)"
-                                .into()
-                        }
-                    };
-                    Err(err(
-                        format!("batch[{i}].command"),
-                        format!(
-                            "systemd manages this host's cgroups and the daemon's group {own} is \
-                             not delegated to it ({why}): a group for the command there would \
-                             trespass on systemd's tree; {fix}; or run the batch work as a unit \
-                             of its own and name it (slice = \"batch.slice\", unit = …)"
-                        ),
-                    ))
-                }
-            },
+            // refused no more: said (undelegated_note) and made at the root
+            Delegation::NotDelegated { .. } => Ok(Placement::Root),
         }
     }
 }
 
+/// The warning for groups of commands made at the root of a tree systemd
+/// manages, where the daemon's own group is not delegated to it (naming
+/// the unit to change); `None` where there is nothing to say.
+pub fn undelegated_note(config: &Config, host: &HostSituation) -> Option<String> {
+    let Delegation::NotDelegated { unit, why } = &host.delegation else {
+        return None;
+    };
+    let i = config.batch.iter().position(|b| b.command.is_some())?;
+    let own = host
+        .own_group
+        .as_ref()
+        .map_or("unknown".into(), |g| g.to_string());
+    let fix = match unit {
+        Some(u) => format!(
+            "set Delegate=yes on {u} (systemctl edit {u}: [Service] Delegate=yes), or run the \
+             daemon as the packaged elfen-daemon.service"
+        ),
+        None => "run the daemon as the packaged elfen-daemon.service (Delegate=yes)".into(),
+    };
+    Some(format!(
+        "WARNING batch[{i}].command: systemd manages this host's cgroups and the daemon's group \
+         {own} is not delegated to it ({why}): the groups of commands are made at the root of \
+         the hierarchy, beside systemd's (it does not manage them, but a unit's settings may \
+         change the root's controllers under them); {fix} to have them below the daemon's \
+         own group; or run the batch work as a unit of its own and name it (slice = \
+         \"batch.slice\", unit = …)"
+    ))
+}
+
 /// The resolver of the host's names for `config` on `h` (systemctl asked
 /// where systemd runs, for `--check` and the start).
+/// systemctl's answers are paths of the host's own tree: it is not asked
+/// about another root (a copy, a test's tree).
 pub fn host_names(config: &Config, h: &Hierarchy, systemctl: bool) -> HostNames {
-    HostNames::new(h, HostFiles::under(&config.host_root)).with_systemctl(systemctl)
+    let own_tree = config.cgroup_root == std::path::Path::new(elfen_cgroup::DEFAULT_ROOT);
+    HostNames::new(h, HostFiles::under(&config.host_root)).with_systemctl(systemctl && own_tree)
 }
 
 /// `[lc]` by a host name: the groups it names now (a stopped unit, a QoS
