@@ -60,7 +60,11 @@ fn the_unit_is_hardened_as_documented() {
         ["mixed"],
         "what it started is stopped after it"
     );
-    assert_eq!(get("Delegate"), ["yes"]);
+    assert_eq!(
+        get("Delegate"),
+        ["cpu io memory pids"],
+        "its own subtree, without cpuset (enabling it beside the LC resets the LC's affinity)"
+    );
     assert_eq!(get("CPUWeight"), ["idle"]);
     assert_eq!(get("NoNewPrivileges"), ["yes"]);
     assert_eq!(get("ProtectSystem"), ["strict"]);
