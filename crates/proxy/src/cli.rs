@@ -94,6 +94,11 @@ pub struct RunArgs {
     /// ms (0: off).
     #[arg(long)]
     pub offcpu_ms: Option<f64>,
+    /// A replica whose JVM's world has been stopped this long (a
+    /// collection, a safepoint: its VM Thread or GC threads running, seen
+    /// by BPF) is paused, ms (0: off; needs root and BTF).
+    #[arg(long)]
+    pub jvm_pause_ms: Option<f64>,
     /// How often the signal page is read, µs.
     #[arg(long)]
     pub poll_us: Option<u64>,
@@ -178,6 +183,9 @@ impl RunArgs {
         if let Some(v) = self.offcpu_ms {
             c.pause.offcpu_ms = v;
         }
+        if let Some(v) = self.jvm_pause_ms {
+            c.pause.jvm_pause_ms = v;
+        }
         if let Some(v) = self.poll_us {
             c.pause.poll_us = v;
         }
@@ -227,6 +235,14 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             .map(|m| format!("; metrics http://{m}/metrics"))
             .unwrap_or_default()
     );
+    if cfg.hedge == HedgeMode::Signal {
+        let jvm = proxy.jvm();
+        eprintln!(
+            "elfen proxy: jvm_pause signal (BPF watch of each JVM): A {}; B {}",
+            jvm.describe(0),
+            jvm.describe(1)
+        );
+    }
     if proxy.page().is_none() {
         eprintln!(
             "elfen proxy: no signal page: a pause is known from a timeout alone (give --page where the replicas publish)"

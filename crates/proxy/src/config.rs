@@ -39,12 +39,29 @@ impl Protocol {
     }
 }
 
+/// Where a replica's threads other than its LC thread run (its JVM's
+/// dispatchers, collector and compiler threads; `{side_cpus}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// Every CPU but its request lane's — the harness's convention; with
+    /// two CPUs, on the other replica's request lane.
+    #[default]
+    Others,
+    /// Its request lane's CPU only: each replica confined to its own CPU,
+    /// as the thesis bound the active and the backup server to different
+    /// sets of SMT threads, so one replica's collections and compilations
+    /// never run on the other's lane.
+    Own,
+}
+
 /// When a request is sent to the other replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum HedgeMode {
     /// Tailor's local-node redundancy: when the active replica's signal
-    /// line (or its thread's state) says it is paused, every request in
+    /// line (or its thread's state, or the BPF watch of its JVM) says it
+    /// is paused, every request in
     /// flight there is re-sent to the backup and the roles swap.
     #[default]
     Signal,
@@ -91,6 +108,13 @@ pub struct PauseConfig {
     pub factor: f64,
     /// ... but never before this many ms: the smallest bound.
     pub floor_ms: f64,
+    /// A replica that is a JVM whose world has been stopped this many ms —
+    /// its `VM Thread` or GC threads on a CPU (a collection, a safepoint),
+    /// seen by the profiler's BPF watch on `sched_switch` — is paused,
+    /// busy or idle; 0 turns this signal off. Needs root (or CAP_BPF +
+    /// CAP_PERFMON) and kernel BTF: where BPF cannot be used the signal is
+    /// off for that replica and the proxy says why.
+    pub jvm_pause_ms: f64,
     /// A running request whose LC thread has not been on a CPU for this
     /// many ms is paused (its thread stopped, waiting at a safepoint,
     /// preempted); 0 turns this signal off.
@@ -107,6 +131,7 @@ impl Default for PauseConfig {
         PauseConfig {
             factor: 4.0,
             floor_ms: 5.0,
+            jvm_pause_ms: 1.0,
             offcpu_ms: 1.0,
             poll_us: 200,
             min_samples: 50,
@@ -195,6 +220,8 @@ pub struct ReplicasConfig {
     /// The request-lane CPU of each started replica (default: the first
     /// two CPUs this process may use).
     pub cpus: Vec<u32>,
+    /// Where each started replica's other threads run (`{side_cpus}`).
+    pub side: Side,
     /// Addresses of two replicas already running (instead of `command`).
     pub addrs: Vec<String>,
     /// The signal page the replicas publish on: where to create it for
@@ -216,6 +243,7 @@ impl Default for ReplicasConfig {
             command: None,
             env: BTreeMap::new(),
             cpus: Vec::new(),
+            side: Side::Others,
             addrs: Vec::new(),
             page: None,
             lanes: Vec::new(),
@@ -296,6 +324,12 @@ impl ProxyConfig {
         }
         if !(p.floor_ms > 0.0 && p.floor_ms.is_finite()) {
             return bad(format!("pause.floor_ms = {}: must be > 0", p.floor_ms));
+        }
+        if !(p.jvm_pause_ms >= 0.0 && p.jvm_pause_ms.is_finite()) {
+            return bad(format!(
+                "pause.jvm_pause_ms = {}: must be >= 0",
+                p.jvm_pause_ms
+            ));
         }
         if !(p.offcpu_ms >= 0.0 && p.offcpu_ms.is_finite()) {
             return bad(format!("pause.offcpu_ms = {}: must be >= 0", p.offcpu_ms));

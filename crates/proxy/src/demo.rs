@@ -12,7 +12,12 @@
 //! `--stall-at N --stall-ms M` pauses the Nth work request (with
 //! `--stall-on-usr1`, the next one after each SIGUSR1) for M ms after its
 //! begin (off the CPU, like a thread held at a safepoint; with
-//! `--stall-spin`, on it, like a request running long), `--mute` reads
+//! `--stall-spin`, on it, like a request running long; with `--stall-stw`,
+//! as a JVM's stop-the-world pause looks to the scheduler: a thread named
+//! `VM Thread` — HotSpot's name for the thread that runs collections and
+//! safepoints — spins on the worker's CPU for the stall while the worker
+//! waits for it off the CPU, which the proxy's BPF JVM watch sees as a
+//! pause), `--mute` reads
 //! requests and never answers them (pings excepted), `--close-after N`
 //! closes each connection after answering N work requests.
 
@@ -62,6 +67,11 @@ pub struct DemoArgs {
     /// Spin through the pause (on the CPU) instead of sleeping.
     #[arg(long)]
     pub stall_spin: bool,
+    /// Make the pause a stop-the-world pause as a JVM's looks to the
+    /// scheduler: a thread named `VM Thread` spins for it on the worker's
+    /// CPU while the worker waits.
+    #[arg(long, conflicts_with = "stall_spin")]
+    pub stall_stw: bool,
     /// Never answer work requests (pings are answered).
     #[arg(long)]
     pub mute: bool,
@@ -154,6 +164,11 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
                     });
             }
         })?;
+    let stw = if a.stall_stw {
+        Some(start_stw_thread(a.cpu)?)
+    } else {
+        None
+    };
     // The worker attaches the lane: the LC thread is the one that publishes.
     let qw = q.clone();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -177,7 +192,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
                     return;
                 }
             };
-            work_loop(&qw, &a, lane.as_mut());
+            work_loop(&qw, &a, lane.as_mut(), stw.as_ref());
         })?;
     rx.recv()
         .unwrap_or_else(|_| Err("the worker died while starting".into()))
@@ -192,7 +207,34 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn work_loop(q: &Queue, a: &DemoArgs, mut lane: Option<&mut LcLane>) {
+/// A request to the `VM Thread`: spin this long, then answer.
+type StwJob = (u64, std::sync::mpsc::Sender<()>);
+
+/// Starts the thread that plays a JVM's `VM Thread` (named so; pinned to
+/// the worker's CPU): it spins for each stall it is sent.
+fn start_stw_thread(cpu: Option<u32>) -> anyhow::Result<std::sync::mpsc::Sender<StwJob>> {
+    let (tx, rx) = std::sync::mpsc::channel::<StwJob>();
+    std::thread::Builder::new()
+        .name("VM Thread".into())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                let _ = elfen_topo::pin_current_thread(cpu);
+            }
+            for (ns, done) in rx {
+                spin(ns);
+                let _ = done.send(());
+            }
+        })
+        .context("starting the VM Thread")?;
+    Ok(tx)
+}
+
+fn work_loop(
+    q: &Queue,
+    a: &DemoArgs,
+    mut lane: Option<&mut LcLane>,
+    stw: Option<&std::sync::mpsc::Sender<StwJob>>,
+) {
     let mut n = 0u64;
     let mut answered: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
     loop {
@@ -211,7 +253,14 @@ fn work_loop(q: &Queue, a: &DemoArgs, mut lane: Option<&mut LcLane>) {
         }
         let stall = a.stall_at == Some(n) || STALL_NEXT.swap(false, Ordering::SeqCst);
         if stall && a.stall_ms > 0 {
-            if a.stall_spin {
+            if let Some(stw) = stw {
+                // held like a Java thread at a safepoint until the VM
+                // thread is done
+                let (done_tx, done_rx) = std::sync::mpsc::channel();
+                if stw.send((a.stall_ms * 1_000_000, done_tx)).is_ok() {
+                    let _ = done_rx.recv();
+                }
+            } else if a.stall_spin {
                 spin(a.stall_ms * 1_000_000);
             } else {
                 std::thread::sleep(Duration::from_millis(a.stall_ms));

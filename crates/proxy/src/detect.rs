@@ -7,25 +7,35 @@
 //!
 //! 1. **stopped** — the replica's LC thread is in state `T` (SIGSTOP,
 //!    ptrace): it runs nothing until continued.
-//! 2. **off CPU** — its LC line says a request runs, and the LC thread has
+//! 2. **JVM pause** — the replica is a JVM and the profiler's BPF watch
+//!    (`elfen_trace::pause::PauseWatch`, on `sched_switch`) has seen its
+//!    world stopped for `pause.jvm_pause_ms`: its `VM Thread` or GC
+//!    threads on a CPU, a collection or another safepoint under way. Every
+//!    Java thread waits, whether a request runs or not, so it holds on an
+//!    idle replica too (requests arriving meanwhile go to the other).
+//!    Any of the signals below that holds while the watch sees the world
+//!    stopped (a pause shorter than its bound so far) is named a JVM pause
+//!    too: that is what the line's evidence comes from.
+//! 3. **off CPU** — its LC line says a request runs, and the LC thread has
 //!    not been on a CPU for `pause.offcpu_ms`: a stop-the-world collection,
 //!    a safepoint, a preemption, a blocking fault. A request's work is done
 //!    on its thread, so a running request whose thread does not run is not
 //!    progressing.
-//! 3. **busy too long** — the running request has run `factor` × its
+//! 4. **busy too long** — the running request has run `factor` × its
 //!    demand (the service time the same request had before; else the p99
 //!    of recent service times), and at least `pause.floor_ms`: a request
 //!    running far beyond its demand, on the CPU or off it.
-//! 4. **no progress** — requests are in flight at the replica, the oldest
+//! 5. **no progress** — requests are in flight at the replica, the oldest
 //!    for the stall bound (`factor` × p99 demand, at least the floor), and
 //!    its LC line has not changed (no request began or ended) for as long:
 //!    a replica frozen while idle, whose queue does not move.
-//! 5. **timeout** — without a signal page only: the oldest request in
+//! 6. **timeout** — without a signal page only: the oldest request in
 //!    flight has waited the stall bound. A timeout alone is the fallback,
 //!    not the rule.
 //!
 //! A replica taken as paused stays so until its line moves again (or, with
-//! no page, it answers again); the monitor ([`crate::monitor`]) decides what
+//! no page, it answers again; after a JVM pause, once the watch sees its
+//! world running again); the monitor ([`crate::monitor`]) decides what
 //! follows (re-send, swap, warm).
 
 use serde::Serialize;
@@ -37,6 +47,8 @@ use std::collections::{HashMap, VecDeque};
 pub enum Signal {
     /// Its LC thread is stopped (state `T`).
     Stopped,
+    /// Its JVM is in a stop-the-world pause (seen by BPF).
+    JvmPause,
     /// A request runs and its thread has been off the CPU too long.
     OffCpu,
     /// A request has run far beyond its demand.
@@ -51,8 +63,9 @@ pub enum Signal {
 
 impl Signal {
     /// Every signal, in the order of [`Signal::index`].
-    pub const ALL: [Signal; 6] = [
+    pub const ALL: [Signal; 7] = [
         Signal::Stopped,
+        Signal::JvmPause,
         Signal::OffCpu,
         Signal::BusyTooLong,
         Signal::NoProgress,
@@ -64,6 +77,7 @@ impl Signal {
     pub fn name(self) -> &'static str {
         match self {
             Signal::Stopped => "stopped",
+            Signal::JvmPause => "jvm_pause",
             Signal::OffCpu => "off_cpu",
             Signal::BusyTooLong => "busy_too_long",
             Signal::NoProgress => "no_progress",
@@ -101,6 +115,9 @@ pub struct View {
     pub line: Option<LineView>,
     /// Its LC thread is stopped.
     pub stopped: bool,
+    /// For how long its JVM's world has been stopped, ns, where a BPF
+    /// watch sees it (`None`: no pause going on, or not watched).
+    pub jvm_paused_for_ns: Option<u64>,
     /// Age of its oldest request in flight, ns.
     pub oldest_ns: Option<u64>,
 }
@@ -110,6 +127,8 @@ pub struct View {
 pub struct Bounds {
     /// Off-CPU bound, ns (0: that signal is off).
     pub offcpu_ns: u64,
+    /// JVM-pause bound, ns (0: that signal is off).
+    pub jvm_pause_ns: u64,
     /// Stall bound for a line that does not move (and for the timeout
     /// fallback), ns.
     pub stall_ns: u64,
@@ -120,8 +139,11 @@ pub fn assess(v: &View, b: &Bounds) -> Option<Signal> {
     if v.stopped {
         return Some(Signal::Stopped);
     }
+    if b.jvm_pause_ns > 0 && v.jvm_paused_for_ns.is_some_and(|p| p >= b.jvm_pause_ns) {
+        return Some(Signal::JvmPause);
+    }
     let waited = v.oldest_ns.is_some_and(|o| o >= b.stall_ns);
-    match v.line {
+    let seen = match v.line {
         Some(l) if l.busy => {
             if b.offcpu_ns > 0 && l.offcpu_for_ns.is_some_and(|o| o >= b.offcpu_ns) {
                 Some(Signal::OffCpu)
@@ -133,7 +155,13 @@ pub fn assess(v: &View, b: &Bounds) -> Option<Signal> {
         }
         Some(l) => (waited && l.unchanged_for_ns >= b.stall_ns).then_some(Signal::NoProgress),
         None => waited.then_some(Signal::Timeout),
+    };
+    // the line's evidence while the watch sees the JVM's world stopped
+    // (a pause still shorter than its own bound): the JVM's pause
+    if seen.is_some() && b.jvm_pause_ns > 0 && v.jvm_paused_for_ns.is_some() {
+        return Some(Signal::JvmPause);
     }
+    seen
 }
 
 /// The last `cap` values and a quantile of them: exact while the window
@@ -278,6 +306,7 @@ mod tests {
     fn bounds() -> Bounds {
         Bounds {
             offcpu_ns: MS,
+            jvm_pause_ns: MS,
             stall_ns: 5 * MS,
         }
     }
@@ -292,6 +321,7 @@ mod tests {
                 running_bound_ns: bound,
             }),
             stopped: false,
+            jvm_paused_for_ns: None,
             oldest_ns: Some(busy_for),
         }
     }
@@ -323,6 +353,79 @@ mod tests {
     }
 
     #[test]
+    fn a_jvm_pause_seen_by_bpf_fires_at_its_bound_busy_idle_or_without_a_page() {
+        let b = bounds();
+        let jvm = |mut v: View, paused: Option<u64>| {
+            v.jvm_paused_for_ns = paused;
+            v
+        };
+        // a request running on its CPU while the JVM's VM thread has run
+        // less than the bound (a short safepoint): healthy
+        assert_eq!(
+            assess(&jvm(busy(MS / 2, Some(0), 40 * MS), Some(MS / 2)), &b),
+            None
+        );
+        // at the bound: a JVM pause, before the off-CPU bound is reached
+        // and far below the request's own bound
+        assert_eq!(
+            assess(&jvm(busy(MS, Some(MS / 2), 40 * MS), Some(MS)), &b),
+            Some(Signal::JvmPause)
+        );
+        // it names the cause where the off-CPU signal would fire too
+        assert_eq!(
+            assess(&jvm(busy(3 * MS, Some(3 * MS), 40 * MS), Some(2 * MS)), &b),
+            Some(Signal::JvmPause)
+        );
+        // an idle replica whose world is stopped: paused (new requests
+        // would wait), with nothing in flight and the line unchanged
+        let idle = View {
+            line: Some(LineView::default()),
+            ..View::default()
+        };
+        assert_eq!(assess(&jvm(idle, Some(2 * MS)), &b), Some(Signal::JvmPause));
+        assert_eq!(assess(&idle, &b), None);
+        // no page: the watch alone, no timeout needed
+        let none = View {
+            oldest_ns: Some(MS),
+            ..View::default()
+        };
+        assert_eq!(assess(&jvm(none, Some(2 * MS)), &b), Some(Signal::JvmPause));
+        // the line's own evidence while the world is stopped, below the
+        // JVM bound: the pause is the JVM's
+        assert_eq!(
+            assess(&jvm(busy(2 * MS, Some(MS), 40 * MS), Some(MS / 4)), &b),
+            Some(Signal::JvmPause)
+        );
+        assert_eq!(
+            assess(&jvm(busy(41 * MS, Some(0), 40 * MS), Some(MS / 4)), &b),
+            Some(Signal::JvmPause)
+        );
+        // ... but a world stopped briefly is no evidence by itself
+        assert_eq!(
+            assess(&jvm(busy(2 * MS, Some(0), 40 * MS), Some(MS / 4)), &b),
+            None
+        );
+        // the signal off: the same evidence is not a pause (the off-CPU
+        // signal still names a stalled request)
+        let off = Bounds {
+            jvm_pause_ns: 0,
+            ..b
+        };
+        assert_eq!(assess(&jvm(idle, Some(50 * MS)), &off), None);
+        assert_eq!(
+            assess(
+                &jvm(busy(3 * MS, Some(3 * MS), 40 * MS), Some(3 * MS)),
+                &off
+            ),
+            Some(Signal::OffCpu)
+        );
+        // stopped still wins
+        let mut v = jvm(busy(0, None, 40 * MS), Some(5 * MS));
+        v.stopped = true;
+        assert_eq!(assess(&v, &b), Some(Signal::Stopped));
+    }
+
+    #[test]
     fn an_idle_line_with_waiting_requests_is_no_progress_only_when_it_does_not_move() {
         let b = bounds();
         let idle = |unchanged: u64, oldest: Option<u64>| View {
@@ -332,6 +435,7 @@ mod tests {
                 ..LineView::default()
             }),
             stopped: false,
+            jvm_paused_for_ns: None,
             oldest_ns: oldest,
         };
         assert_eq!(assess(&idle(100 * MS, None), &b), None, "nothing waits");
@@ -349,6 +453,7 @@ mod tests {
         let none = |oldest| View {
             line: None,
             stopped: false,
+            jvm_paused_for_ns: None,
             oldest_ns: oldest,
         };
         assert_eq!(assess(&none(Some(4 * MS)), &b), None);

@@ -152,7 +152,7 @@ pub struct ReplicaCounters {
     /// Connection attempts that failed.
     pub connect_failures: AtomicU64,
     /// Pauses detected, by [`Signal::index`].
-    pub pauses: [AtomicU64; 6],
+    pub pauses: [AtomicU64; Signal::ALL.len()],
     /// Restarts of its process.
     pub restarts: AtomicU64,
     /// Restarts that failed.
@@ -185,7 +185,7 @@ pub struct Counters {
     pub failed: AtomicU64,
     /// Requests re-sent to the other replica because of a pause or a lost
     /// connection, by [`Signal::index`].
-    pub hedges_signal: [AtomicU64; 6],
+    pub hedges_signal: [AtomicU64; Signal::ALL.len()],
     /// Requests re-sent after the percentile timeout.
     pub hedges_timeout: AtomicU64,
     /// Hedged requests whose first answer came from the replica they were

@@ -19,6 +19,7 @@
 //! | requests and answers, wire and HTTP/1.1 framing toward replicas | [`message`] |
 //! | a connection to a replica | [`link`] |
 //! | requests in flight, routing, hedges, first answer wins, swaps, warm-ups | [`engine`] |
+//! | the BPF watch of a JVM replica's stop-the-world pauses (the profiler's) | [`jvm`] |
 //! | the poller of the signal page that decides | [`monitor`] |
 //! | replicas started from a command template | [`launch`] |
 //! | client fronts: the wire protocol, HTTP/1.1 (hyper) | [`front_wire`], [`front_http`] |
@@ -41,6 +42,7 @@ pub mod engine;
 pub mod error;
 pub mod front_http;
 pub mod front_wire;
+pub mod jvm;
 pub mod launch;
 pub mod link;
 pub mod message;

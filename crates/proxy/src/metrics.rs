@@ -16,11 +16,15 @@
 //! | `elfen_proxy_pauses_total` | counter | `replica`, `signal` | pauses detected |
 //! | `elfen_proxy_restarts_total` | counter | `replica` | restarts of a started replica |
 //! | `elfen_proxy_replica_state` | gauge | `replica`, `role`, `state` | 1 for the replica's role and state (`up`, `warming`, `paused`, `down`, `starting`) |
+//! | `elfen_proxy_jvm_watch` | gauge | `replica`, `state` | 1 for the state of the BPF watch of the replica's JVM (`on`, `disabled`, `no_process`, `opening`, `not_jvm`, `no_bpf`): whether the `jvm_pause` signal works for it |
+//! | `elfen_proxy_jvm_pauses_total` | counter | `replica` | stop-the-world pauses of its JVM the watch saw |
+//! | `elfen_proxy_jvm_pause_seconds_total` | counter | `replica` | their total length |
 //! | `elfen_proxy_in_flight` | gauge | | requests in flight |
 //! | `elfen_proxy_malformed_total` | counter | | malformed client requests |
 
 use crate::detect::Signal;
 use crate::engine::{Engine, Health};
+use crate::jvm::JvmWatches;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -34,6 +38,7 @@ use std::sync::atomic::Ordering::Relaxed;
 #[derive(Debug)]
 pub struct ProxyCollector {
     engine: Arc<Engine>,
+    jvm: Arc<JvmWatches>,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -219,6 +224,37 @@ impl Collector for ProxyCollector {
             "The replica's role and state (value 1)",
             &states,
         )?;
+        let jvm = &self.jvm;
+        gauge(
+            &mut enc,
+            "elfen_proxy_jvm_watch",
+            "The state of the BPF watch of the replica's JVM (value 1): on, or why the jvm_pause signal is off",
+            &(0..2)
+                .map(|r| {
+                    (
+                        vec![
+                            ("replica", e.replicas[r].name.to_string()),
+                            ("state", jvm.state(r).0.name().to_string()),
+                        ],
+                        1.0,
+                    )
+                })
+                .collect::<Vec<_>>(),
+        )?;
+        counter(
+            &mut enc,
+            "elfen_proxy_jvm_pauses",
+            "Stop-the-world pauses of the replica's JVM the BPF watch saw",
+            None,
+            &per(&|r| jvm.counts[r].pauses.load(Relaxed) as f64),
+        )?;
+        counter(
+            &mut enc,
+            "elfen_proxy_jvm_pause",
+            "Total length of the stop-the-world pauses of the replica's JVM",
+            Some(&Unit::Seconds),
+            &per(&|r| jvm.counts[r].pause_ns.load(Relaxed) as f64 / 1e9),
+        )?;
         gauge(
             &mut enc,
             "elfen_proxy_in_flight",
@@ -229,8 +265,8 @@ impl Collector for ProxyCollector {
 }
 
 /// A registry with the proxy's metrics.
-pub fn registry(engine: Arc<Engine>) -> Registry {
+pub fn registry(engine: Arc<Engine>, jvm: Arc<JvmWatches>) -> Registry {
     let mut r = Registry::default();
-    r.register_collector(Box::new(ProxyCollector { engine }));
+    r.register_collector(Box::new(ProxyCollector { engine, jvm }));
     r
 }

@@ -16,11 +16,15 @@
 //!
 //! It reads each LC line with plain loads (no syscall) and the LC thread's
 //! scheduler state (`/proc/<tid>/stat`) only while a request runs or
-//! requests wait.
+//! requests wait; a replica that is a JVM is also watched by BPF
+//! ([`crate::jvm`]): a stop-the-world pause as long as `pause.jvm_pause_ms`
+//! hands over at once, idle or busy, and the replica is taken back (not
+//! warmed: a collection leaves the JVM warm) once its world runs again.
 
 use crate::config::{HedgeMode, ProxyConfig};
 use crate::detect::{self, Bounds, LineView, Signal, View};
 use crate::engine::{Engine, Health};
+use crate::jvm::JvmWatches;
 use crate::launch::Spawned;
 use elfen_shm::Page;
 use elfen_shm::clock::monotonic_ns as mono_ns;
@@ -74,6 +78,7 @@ struct LineTrack {
 /// The monitor's state.
 pub struct Monitor {
     engine: Arc<Engine>,
+    jvm: Arc<JvmWatches>,
     cfg: ProxyConfig,
     page: Option<Arc<Page>>,
     lanes: [u32; 2],
@@ -91,6 +96,7 @@ impl Monitor {
     /// A monitor over `engine`'s replicas, publishing on `page` at `lanes`.
     pub fn new(
         engine: Arc<Engine>,
+        jvm: Arc<JvmWatches>,
         cfg: ProxyConfig,
         page: Option<Arc<Page>>,
         lanes: [u32; 2],
@@ -100,6 +106,7 @@ impl Monitor {
         let startup_timeout = Duration::from_secs_f64(cfg.replicas.startup_timeout_s);
         Monitor {
             engine,
+            jvm,
             cfg,
             page,
             lanes,
@@ -148,7 +155,22 @@ impl Monitor {
         if now >= self.next_proc_check_ns {
             self.next_proc_check_ns = now + 20_000_000;
             self.check_processes();
+            for r in 0..2 {
+                self.jvm.track(r, self.process_of(r), false);
+                self.jvm.collect(r);
+            }
         }
+    }
+
+    /// The process of replica `r`: the one the proxy started, else the one
+    /// whose thread publishes its LC line (0: not known).
+    pub fn process_of(&self, r: usize) -> u32 {
+        let pid = self.pid_of(r);
+        if pid != 0 {
+            return pid;
+        }
+        let tid = self.tracks[r].tid;
+        crate::jvm::tgid_of(tid).unwrap_or(0)
     }
 
     fn pid_of(&self, r: usize) -> u32 {
@@ -231,12 +253,14 @@ impl Monitor {
         });
         let bounds = Bounds {
             offcpu_ns: self.offcpu_ns(),
+            jvm_pause_ns: (self.cfg.pause.jvm_pause_ms * 1e6) as u64,
             stall_ns: demand.stall_bound_ns(),
         };
         (
             View {
                 line,
                 stopped: t.stopped,
+                jvm_paused_for_ns: self.jvm.stopped_for_ns(r),
                 oldest_ns: out.oldest_ns,
             },
             bounds,
@@ -269,7 +293,11 @@ impl Monitor {
             e.swap_to(b);
             e.hedge_all(a, sig);
         }
-        if e.health(b) == Health::Up && e.outstanding(b).count > 0 {
+        // the backup: while it has work, or its JVM is stopped (it must not
+        // take over in the middle of a collection)
+        if e.health(b) == Health::Up
+            && (e.outstanding(b).count > 0 || self.jvm.stopped_for_ns(b).is_some())
+        {
             if let Some(sig) = self.assess(b, now) {
                 e.pause(b, sig, now);
             }
@@ -277,13 +305,20 @@ impl Monitor {
     }
 
     /// A paused replica whose line moved again (or, with no page, that
-    /// answered again) is back; as the backup it is warmed.
+    /// answered again) is back; as the backup it is warmed. After a JVM
+    /// pause it is back once its world runs again, and not warmed.
     fn recover(&mut self, now: u64) {
         for r in 0..2 {
-            let Health::Paused { since_ns, .. } = self.engine.health(r) else {
+            let Health::Paused { since_ns, signal } = self.engine.health(r) else {
                 continue;
             };
             let t = &self.tracks[r];
+            if signal == Signal::JvmPause {
+                if self.jvm.stopped_for_ns(r).is_none() && !t.stopped {
+                    self.engine.set_health(r, Health::Up);
+                }
+                continue;
+            }
             let back = if self.page.is_some() {
                 t.changed_ns > since_ns && !t.stopped && t.offcpu_since_ns.is_none()
             } else {

@@ -4,9 +4,10 @@
 //! started in that order, so a bad setting or a replica that cannot start
 //! fails before any client is accepted, with nothing left running.
 
-use crate::config::{HedgeMode, Protocol, ProxyConfig};
+use crate::config::{HedgeMode, Protocol, ProxyConfig, Side};
 use crate::engine::{Engine, EngineConfig, Health};
 use crate::error::{ProxyError, Result};
+use crate::jvm::JvmWatches;
 use crate::launch::Spawned;
 use crate::link::{Link, Sink};
 use crate::monitor::{Monitor, ProcSlot, Procs};
@@ -25,6 +26,7 @@ pub struct Proxy {
     addr: SocketAddr,
     cfg: ProxyConfig,
     engine: Arc<Engine>,
+    jvm: Arc<JvmWatches>,
     page: Option<Arc<Page>>,
     procs: Procs,
     places: [Placement; 2],
@@ -123,7 +125,10 @@ impl Proxy {
                 for r in 0..2 {
                     let port = free_port()?;
                     let a: SocketAddr = ([127, 0, 0, 1], port).into();
-                    let side: Vec<u32> = all.iter().copied().filter(|&c| c != cpus[r]).collect();
+                    let side: Vec<u32> = match cfg.replicas.side {
+                        Side::Others => all.iter().copied().filter(|&c| c != cpus[r]).collect(),
+                        Side::Own => Vec::new(),
+                    };
                     let launch = Launch {
                         command: template.clone(),
                         vars: vec![
@@ -248,10 +253,40 @@ impl Proxy {
             engine.counters.swaps.store(0, Ordering::Relaxed);
         }
 
+        // the BPF watch of each replica's JVM, on before the first request
+        let jvm = JvmWatches::new(
+            if cfg.hedge != HedgeMode::Signal {
+                Some(format!("hedge {}: no pause detection", cfg.hedge.name()))
+            } else if cfg.pause.jvm_pause_ms == 0.0 {
+                Some("pause.jvm_pause_ms = 0".into())
+            } else {
+                None
+            },
+            cfg.fifo_priority,
+        );
+        for r in 0..2 {
+            let started = procs[r]
+                .lock()
+                .expect("procs")
+                .as_ref()
+                .and_then(|p| p.spawned.as_ref().map(Spawned::pid));
+            let published = || {
+                let tid = page
+                    .as_ref()?
+                    .lc(lanes[r])
+                    .ok()?
+                    .lc_tid
+                    .load(Ordering::Acquire);
+                crate::jvm::tgid_of(tid)
+            };
+            jvm.track(r, started.or_else(published).unwrap_or(0), true);
+        }
+
         let stop_flag = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         let monitor = Monitor::new(
             engine.clone(),
+            jvm.clone(),
             cfg.clone(),
             page.clone(),
             lanes,
@@ -285,8 +320,11 @@ impl Proxy {
         threads.push(front.map_err(|e| ProxyError::io("starting the client front", e))?);
         let metrics = match metrics_listener {
             Some(l) => Some(
-                elfen_ops::metrics::serve_on(l, crate::metrics::registry(engine.clone()))
-                    .map_err(|e| ProxyError::Config(format!("metrics: {e}")))?,
+                elfen_ops::metrics::serve_on(
+                    l,
+                    crate::metrics::registry(engine.clone(), jvm.clone()),
+                )
+                .map_err(|e| ProxyError::Config(format!("metrics: {e}")))?,
             ),
             None => None,
         };
@@ -294,6 +332,7 @@ impl Proxy {
             addr,
             cfg,
             engine,
+            jvm,
             page,
             procs,
             places,
@@ -325,6 +364,11 @@ impl Proxy {
         self.page.as_ref()
     }
 
+    /// The BPF watches of the replicas' JVMs (the `jvm_pause` signal).
+    pub fn jvm(&self) -> &Arc<JvmWatches> {
+        &self.jvm
+    }
+
     /// The hedge mode.
     pub fn mode(&self) -> HedgeMode {
         self.cfg.hedge
@@ -347,8 +391,12 @@ impl Proxy {
                 p.pid = Some(pid);
             }
         }
+        for r in 0..2 {
+            self.jvm.collect(r);
+        }
         Summary::of(
             &self.engine,
+            &self.jvm,
             &self.addr.to_string(),
             self.cfg.protocol.name(),
             self.started.elapsed().as_secs_f64(),
@@ -371,6 +419,7 @@ impl Proxy {
         }
         self.engine.fail_all();
         self.metrics = None;
+        self.jvm.close();
         for slot in self.procs.iter() {
             if let Some(p) = slot.lock().expect("procs").as_mut() {
                 if let Some(mut s) = p.spawned.take() {

@@ -3,6 +3,7 @@
 
 use crate::detect::Signal;
 use crate::engine::{Engine, Health};
+use crate::jvm::{JvmWatches, WatchState};
 use elfen_shm::clock::monotonic_ns as mono_ns;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -13,6 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub struct SignalCounts {
     /// [`Signal::Stopped`].
     pub stopped: u64,
+    /// [`Signal::JvmPause`].
+    pub jvm_pause: u64,
     /// [`Signal::OffCpu`].
     pub off_cpu: u64,
     /// [`Signal::BusyTooLong`].
@@ -27,10 +30,11 @@ pub struct SignalCounts {
 
 impl SignalCounts {
     /// The counters, indexed by [`Signal::index`], read now.
-    pub fn of(c: &[AtomicU64; 6]) -> SignalCounts {
+    pub fn of(c: &[AtomicU64; Signal::ALL.len()]) -> SignalCounts {
         let n = |s: Signal| c[s.index()].load(Relaxed);
         SignalCounts {
             stopped: n(Signal::Stopped),
+            jvm_pause: n(Signal::JvmPause),
             off_cpu: n(Signal::OffCpu),
             busy_too_long: n(Signal::BusyTooLong),
             no_progress: n(Signal::NoProgress),
@@ -43,6 +47,7 @@ impl SignalCounts {
     pub fn get(&self, s: Signal) -> u64 {
         match s {
             Signal::Stopped => self.stopped,
+            Signal::JvmPause => self.jvm_pause,
             Signal::OffCpu => self.off_cpu,
             Signal::BusyTooLong => self.busy_too_long,
             Signal::NoProgress => self.no_progress,
@@ -103,6 +108,18 @@ pub struct ReplicaSummary {
     pub connect_failures: u64,
     /// Pauses detected, by signal.
     pub pauses: SignalCounts,
+    /// Whether its JVM is watched by BPF for the `jvm_pause` signal
+    /// (`on`, `disabled`, `no_process`, `opening`, `not_jvm`, `no_bpf`).
+    pub jvm_watch: WatchState,
+    /// The process watched, or why it is not.
+    pub jvm_watch_detail: String,
+    /// Stop-the-world pauses of its JVM the watch saw (whether or not they
+    /// reached the bound).
+    pub jvm_pauses: u64,
+    /// Their total length, ms.
+    pub jvm_pause_ms: f64,
+    /// The longest, ms.
+    pub jvm_pause_longest_ms: f64,
     /// Restarts.
     pub restarts: u64,
     /// Restarts that failed.
@@ -194,6 +211,7 @@ impl Summary {
     /// The record of `e` now.
     pub fn of(
         e: &Engine,
+        jvm: &JvmWatches,
         listen: &str,
         protocol: &str,
         duration_s: f64,
@@ -210,6 +228,8 @@ impl Summary {
             .map(|r| {
                 let rep = &e.replicas[r];
                 let rc = &rep.counters;
+                let (jvm_watch, jvm_watch_detail) = jvm.state(r);
+                let jc = &jvm.counts[r];
                 ReplicaSummary {
                     name: rep.name.into(),
                     addr: rep.link.addr().to_string(),
@@ -227,6 +247,11 @@ impl Summary {
                     links_lost: rc.links_lost.load(Relaxed),
                     connect_failures: rc.connect_failures.load(Relaxed),
                     pauses: SignalCounts::of(&rc.pauses),
+                    jvm_watch,
+                    jvm_watch_detail,
+                    jvm_pauses: jc.pauses.load(Relaxed),
+                    jvm_pause_ms: jc.pause_ns.load(Relaxed) as f64 / 1e6,
+                    jvm_pause_longest_ms: jc.longest_ns.load(Relaxed) as f64 / 1e6,
                     restarts: rc.restarts.load(Relaxed),
                     restart_failures: rc.restart_failures.load(Relaxed),
                 }
@@ -263,8 +288,23 @@ impl Summary {
     }
 
     /// One line: roles and states, requests, hedges, swaps, work done
-    /// twice, failures, errors per replica.
+    /// twice, failures, errors per replica; the JVM watch where it is not
+    /// switched off.
     pub fn line(&self) -> String {
+        let jvm: Vec<String> = self
+            .replicas
+            .iter()
+            .filter(|r| r.jvm_watch != WatchState::Disabled)
+            .map(|r| match r.jvm_watch {
+                WatchState::On => format!("{} on, {} pauses", r.name, r.jvm_pauses),
+                w => format!("{} {}", r.name, w.name()),
+            })
+            .collect();
+        let jvm = if jvm.is_empty() {
+            String::new()
+        } else {
+            format!(" | JVM watch: {}", jvm.join(", "))
+        };
         let reps: Vec<String> = self
             .replicas
             .iter()
@@ -281,7 +321,7 @@ impl Summary {
             })
             .collect();
         format!(
-            "{} | {} requests, {} hedged ({:.2} %), {} swap{}, {} served twice, {} failed, {} malformed | {}",
+            "{} | {} requests, {} hedged ({:.2} %), {} swap{}, {} served twice, {} failed, {} malformed | {}{}",
             reps.join(", "),
             self.requests,
             self.hedges_total,
@@ -291,7 +331,8 @@ impl Summary {
             self.duplicate_work,
             self.failed,
             self.malformed,
-            errs.join("; ")
+            errs.join("; "),
+            jvm
         )
     }
 }

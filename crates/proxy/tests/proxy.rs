@@ -14,6 +14,7 @@ use elfen_proxy::Proxy;
 use elfen_proxy::config::{HedgeMode, Protocol, ProxyConfig};
 use elfen_proxy::detect::Signal;
 use elfen_proxy::engine::Health;
+use elfen_proxy::jvm::WatchState;
 use elfen_proxy::launch::Spawned;
 use elfen_proxy::message::{Answer, read_answer};
 use std::collections::BTreeMap;
@@ -92,6 +93,17 @@ struct Fronted {
 }
 
 fn fronted(protocol: Protocol, hedge: HedgeMode, extra_a: &str, extra_b: &str) -> Fronted {
+    fronted_with(protocol, hedge, extra_a, extra_b, |_| {})
+}
+
+/// [`fronted`], the proxy's settings adjusted by `adjust`.
+fn fronted_with(
+    protocol: Protocol,
+    hedge: HedgeMode,
+    extra_a: &str,
+    extra_b: &str,
+    adjust: impl FnOnce(&mut ProxyConfig),
+) -> Fronted {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("page");
     let c = cpus();
@@ -108,6 +120,7 @@ fn fronted(protocol: Protocol, hedge: HedgeMode, extra_a: &str, extra_b: &str) -
     cfg.replicas.page = Some(path);
     cfg.warm.requests = 5;
     slack(&mut cfg);
+    adjust(&mut cfg);
     let proxy = Proxy::start(cfg, &AtomicBool::new(false)).unwrap();
     Fronted {
         proxy,
@@ -234,6 +247,156 @@ fn a_paused_replica_hands_over_to_the_backup() {
         );
         drop(f);
     }
+}
+
+/// Why BPF cannot be used here, if it cannot.
+fn no_bpf() -> Option<String> {
+    elfen_bpf::check_privileges()
+        .and_then(|()| elfen_bpf::check_btf())
+        .err()
+        .map(|e| e.to_string())
+}
+
+/// A stop-the-world pause of the active replica — the demo's `VM Thread`
+/// spinning on the worker's CPU while the worker waits, as a JVM's
+/// collection looks to the scheduler — is seen by the proxy's BPF watch of
+/// the JVM: with every other signal's bound far above the stall (off-CPU
+/// off, demand bounds 10 s), the proxy hands over on `jvm_pause` alone;
+/// every request is answered once while the stalled replica is still
+/// paused, the watch counts the pause, the replica is taken back after it
+/// without a warm-up (a collection leaves a JVM warm). With the signal off,
+/// the same stall is waited out: nothing is re-sent.
+fn a_jvm_pause_seen_by_bpf_hands_over() {
+    if let Some(why) = no_bpf() {
+        elfen_cmd::skip::skip_test(
+            "a_jvm_pause_seen_by_bpf_hands_over",
+            elfen_cmd::skip::Need::Bpf,
+            why,
+        );
+        return;
+    }
+    let args = "--stall-on-usr1 --stall-ms 3000 --stall-stw";
+    let only_jvm = |jvm_pause_ms: f64| {
+        move |c: &mut ProxyConfig| {
+            c.pause.offcpu_ms = 0.0;
+            c.pause.floor_ms = 10_000.0;
+            c.pause.jvm_pause_ms = jvm_pause_ms;
+        }
+    };
+    // a busy machine may preempt the VM thread: 5 ms is still far below the stall
+    let f = fronted_with(Protocol::Wire, HedgeMode::Signal, args, args, only_jvm(5.0));
+    let e = f.proxy.engine().clone();
+    for r in 0..2 {
+        assert_eq!(
+            f.proxy.jvm().state(r).0,
+            WatchState::On,
+            "replica {r}: {}",
+            f.proxy.jvm().describe(r)
+        );
+    }
+    let pids = [f.replicas[0].pid(), f.replicas[1].pid()];
+    let stalled = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    // stall whichever replica is active at request 40
+    let got = wire_load(
+        f.proxy.addr(),
+        200,
+        Duration::from_millis(1),
+        |_| (50_000, Vec::new()),
+        Duration::from_secs(20),
+        |i| {
+            if i == 40 {
+                let a = e.active();
+                stalled.store(a, Ordering::Relaxed);
+                elfen_cmd::proc::signal_pid(pids[a], libc::SIGUSR1);
+            }
+        },
+    );
+    let x = stalled.load(Ordering::Relaxed);
+    let name = ["A", "B"][x];
+    got.assert_each_answered_once_ok();
+    let s = f.proxy.summary();
+    assert!(
+        matches!(
+            e.health(x),
+            Health::Paused {
+                signal: Signal::JvmPause,
+                ..
+            }
+        ),
+        "every request was answered while {name}'s world was still stopped: {}",
+        s.line()
+    );
+    assert!(s.swaps >= 1 && e.active() == 1 - x, "{}", s.line());
+    assert!(
+        s.hedges.signal.jvm_pause >= 1 && s.hedge_wins >= 1,
+        "{:?}: {}",
+        s.hedges,
+        s.line()
+    );
+    assert_eq!(
+        s.hedges_total, s.hedges.signal.jvm_pause,
+        "no other signal fired: {:?}",
+        s.hedges
+    );
+    assert!(
+        s.replicas[x].pauses.jvm_pause >= 1,
+        "{:?}",
+        s.replicas[x].pauses
+    );
+    assert_eq!((s.failed, s.requests, s.answered), (0, 200, 200));
+    // the stall ends: the pause is counted, the replica back, not warmed
+    wait_for("the stalled replica back", Duration::from_secs(20), || {
+        e.health(x) == Health::Up
+            && e.replicas[x].counters.late_answers.load(Ordering::Relaxed) >= 1
+    });
+    let s = f.proxy.summary();
+    let rx = &s.replicas[x];
+    assert!(
+        rx.jvm_pauses >= 1 && rx.jvm_pause_longest_ms >= 1000.0,
+        "the watch saw the 3 s pause: {} pauses, longest {:.1} ms",
+        rx.jvm_pauses,
+        rx.jvm_pause_longest_ms
+    );
+    assert_eq!(rx.warmups, 0, "no warm-up after a JVM pause: {}", s.line());
+    assert!(s.line().contains("JVM watch: A on"), "{}", s.line());
+    let m = scrape(f.proxy.metrics_addr().unwrap());
+    assert_eq!(
+        metric(
+            &m,
+            &format!("elfen_proxy_jvm_watch{{replica=\"{name}\",state=\"on\"}}")
+        ),
+        1.0
+    );
+    assert!(metric(&m, "elfen_proxy_hedges_total{reason=\"jvm_pause\"}") >= 1.0);
+    assert!(
+        metric(
+            &m,
+            &format!("elfen_proxy_jvm_pauses_total{{replica=\"{name}\"}}")
+        ) >= 1.0
+    );
+    drop(f);
+
+    // the same stall with the signal off: waited out, nothing re-sent
+    let f = fronted_with(Protocol::Wire, HedgeMode::Signal, args, args, only_jvm(0.0));
+    let e = f.proxy.engine().clone();
+    assert_eq!(f.proxy.jvm().state(0).0, WatchState::Disabled);
+    let pids = [f.replicas[0].pid(), f.replicas[1].pid()];
+    let got = wire_load(
+        f.proxy.addr(),
+        200,
+        Duration::from_millis(1),
+        |_| (50_000, Vec::new()),
+        Duration::from_secs(20),
+        |i| {
+            if i == 40 {
+                elfen_cmd::proc::signal_pid(pids[e.active()], libc::SIGUSR1);
+            }
+        },
+    );
+    got.assert_each_answered_once_ok();
+    let s = f.proxy.summary();
+    assert_eq!((s.hedges_total, s.swaps), (0, 0), "{}", s.line());
+    assert!(!s.line().contains("JVM watch"), "{}", s.line());
 }
 
 /// The proxy starts both replicas from a template; the active one is
@@ -623,10 +786,14 @@ fn main() {
     }
     // The replicas pin their workers to the lanes: one lane user at a time.
     let _lanes = elfen_cmd::LaneLock::acquire().expect("the lane lock");
-    let tests: [(&str, fn()); 8] = [
+    let tests: [(&str, fn()); 9] = [
         (
             "a_paused_replica_hands_over_to_the_backup",
             a_paused_replica_hands_over_to_the_backup,
+        ),
+        (
+            "a_jvm_pause_seen_by_bpf_hands_over",
+            a_jvm_pause_seen_by_bpf_hands_over,
         ),
         (
             "a_stopped_replica_hands_over_and_is_warmed",

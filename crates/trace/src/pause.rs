@@ -43,6 +43,30 @@ pub fn jvm_role(comm: &str) -> Option<JvmRole> {
     }
 }
 
+/// Whether process `pid` is a HotSpot JVM now: one of its threads has a
+/// stop-the-world role (its `VM Thread`, which every HotSpot JVM starts
+/// before running any Java code).
+pub fn is_jvm(pid: u32) -> bool {
+    elfen_cmd::proc::thread_ids(pid).into_iter().any(|tid| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+            .is_ok_and(|c| jvm_role(c.trim()) == Some(JvmRole::StopTheWorld))
+    })
+}
+
+/// CPU time of process `pid`'s JIT compiler threads so far, ns: while it
+/// grows the JVM is still compiling (cold).
+pub fn jit_cpu_ns(pid: u32) -> u64 {
+    elfen_cmd::proc::thread_ids(pid)
+        .into_iter()
+        .filter(|&t| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm"))
+                .is_ok_and(|c| jvm_role(c.trim()) == Some(JvmRole::Compiler))
+        })
+        .filter_map(|t| elfen_cmd::proc::thread_schedstat(pid, t))
+        .map(|s| s.on_cpu_ns)
+        .sum()
+}
+
 /// One pause: `[start_ns, end_ns)`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Pause {
@@ -59,6 +83,20 @@ impl Pause {
     pub fn len_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
+}
+
+/// A pause going on, as [`PauseTracker::ongoing`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ongoing {
+    /// Its start, ns (`CLOCK_MONOTONIC`).
+    pub start_ns: u64,
+    /// How long the world has been stopped so far, ns: to now while a
+    /// stop-the-world thread is on a CPU (or preempted), else to the end of
+    /// its last run — the gap after it (less than [`PAUSE_GAP_NS`], in which
+    /// another run would join the same pause) not counted.
+    pub stopped_ns: u64,
+    /// A stop-the-world thread is on a CPU or runnable now.
+    pub running: bool,
 }
 
 /// Pauses from context switches, as they come.
@@ -131,6 +169,20 @@ impl PauseTracker {
                 threads,
             });
         }
+    }
+
+    /// The pause going on at `now`, if any (completed ones stay for
+    /// [`PauseTracker::poll`]).
+    pub fn ongoing(&mut self, now: u64) -> Option<Ongoing> {
+        self.close_if_apart(now);
+        let &(start_ns, last_end, _) = self.current.as_ref()?;
+        let running = !self.running.is_empty();
+        let end = if running { now } else { last_end };
+        Some(Ongoing {
+            start_ns,
+            stopped_ns: end.saturating_sub(start_ns),
+            running,
+        })
     }
 
     /// The pauses completed by `now`, taken; and the start of one going
@@ -263,6 +315,16 @@ impl PauseWatch {
         cur
     }
 
+    /// The pause going on now, if any: its start and how long the world
+    /// has been stopped so far (what a proxy compares with its bound).
+    pub fn ongoing(&self) -> Option<Ongoing> {
+        let now = elfen_shm::clock::monotonic_ns();
+        self.tracker
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .ongoing(now)
+    }
+
     /// The pauses completed since the last call.
     pub fn take_pauses(&self) -> Vec<Pause> {
         let now = elfen_shm::clock::monotonic_ns();
@@ -321,6 +383,29 @@ mod tests {
         let (done, cur) = tr.poll(7_000_000);
         assert_eq!(cur, None);
         assert_eq!((done[0].start_ns, done[0].end_ns), (1_000_000, 6_000_000));
+    }
+
+    #[test]
+    fn an_ongoing_pause_counts_the_stopped_time_not_the_gap_after_it() {
+        const VM: u32 = 7;
+        let stw = |t: u32| t == VM;
+        let mut tr = PauseTracker::new();
+        assert_eq!(tr.ongoing(500_000), None);
+        tr.on_switch(&sw(1_000_000, 0, VM), stw);
+        let on = tr.ongoing(3_000_000).unwrap();
+        assert_eq!(
+            (on.start_ns, on.stopped_ns, on.running),
+            (1_000_000, 2_000_000, true)
+        );
+        // it sleeps: the pause so far ends at its last run, even within the gap
+        tr.on_switch(&sw(3_500_000, VM, 0), stw);
+        let on = tr.ongoing(3_600_000).unwrap();
+        assert_eq!((on.stopped_ns, on.running), (2_500_000, false));
+        // past the gap: over, and handed to poll as completed
+        assert_eq!(tr.ongoing(3_500_000 + PAUSE_GAP_NS + 1), None);
+        let (done, cur) = tr.poll(4_000_000);
+        assert_eq!((done.len(), cur), (1, None));
+        assert_eq!((done[0].start_ns, done[0].end_ns), (1_000_000, 3_500_000));
     }
 
     #[test]

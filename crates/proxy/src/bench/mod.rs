@@ -10,39 +10,44 @@
 //! round, the hedge rate, the work done twice and the backup's busy time,
 //! and saves everything as JSON.
 //!
+//! With a `[ladder]` the variants are **the thesis's table, ours**
+//! ([`ladder`]): every hazard on, then each fixed in turn in the order the
+//! profiler (`elfen trace`) ranks them, then the kept ones behind the
+//! proxy; with `elfen trace`'s overhead; the table is also written as
+//! markdown beside the JSON ([`table`]).
+//!
 //! It lives here, beside the proxy, and uses `elfen-bench` as a library
 //! (the generator's arrivals, sender and accounting; request sets; the
 //! Lucene command and pre-flight) rather than
 //! adding an `elfen bench` configuration, so the harness's files are left
 //! as they are. Presets: `configs/proxy/bench-overhead.toml` (the proxy's
-//! added latency, the default) and `configs/proxy/bench-lucene.toml`
+//! added latency, the default), `configs/proxy/bench-lucene.toml`
 //! (Lucene alone, behind the proxy, behind a timeout hedge, hazards off and
-//! on).
+//! on) and `configs/proxy/bench-tailor.toml` (the ladder).
 
+pub mod ladder;
 pub mod load;
 pub mod record;
+pub mod replicas;
 pub mod spec;
+pub mod table;
 
-use crate::config::Protocol;
 use crate::error::{ProxyError, Result};
-use crate::launch::Spawned;
 use crate::proxy::Proxy;
 use anyhow::Context;
 use clap::Args;
-use elfen_bench::lc::external::Launch;
 use elfen_bench::lc::requests::{self, RequestSet};
 use elfen_bench::load::{percentiles_us, poisson_offsets};
 use elfen_cmd::proc::SchedClass;
-use elfen_shm::Page;
+use elfen_cmd::progress::Progress;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use record::{BenchRecord, InvocationRecord, SCHEMA};
+use replicas::Replicas;
 use spec::{BenchSpec, Restart, Variant, Way};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// Arguments of `elfen proxy bench`; options override the file's keys.
 #[derive(Debug, Args)]
@@ -67,135 +72,29 @@ pub struct BenchArgs {
     /// runs).
     #[arg(long, value_name = "LIST")]
     pub ways: Option<String>,
-    /// Only these variants of the file, comma-separated.
+    /// Only these variants of the file, comma-separated (a `[ladder]`'s
+    /// steps run unless `--no-ladder`).
     #[arg(long, value_name = "LIST")]
     pub variants: Option<String>,
+    /// The ladder's fixes in this order instead of the profiler's (no
+    /// tracing), e.g. `nagle,untouched-heap,cold-start`.
+    #[arg(long, value_name = "LIST")]
+    pub ladder_order: Option<String>,
+    /// Leave out the file's `[ladder]`.
+    #[arg(long)]
+    pub no_ladder: bool,
 }
 
-/// The ways of `spec` in the order they are reported: `alone` first.
-pub(crate) fn ways_of(spec: &BenchSpec) -> Vec<Way> {
+/// The ways variant `v` of `spec` runs, in the order they are reported:
+/// `alone` first.
+pub(crate) fn ways_of(spec: &BenchSpec, v: &Variant) -> Vec<Way> {
     let mut w = vec![Way::Alone];
-    for &x in &spec.ways {
+    for &x in v.ways.as_ref().unwrap_or(&spec.ways) {
         if !w.contains(&x) {
             w.push(x);
         }
     }
     w
-}
-
-/// The two replicas of one variant, started by the bench, and the page
-/// they publish on.
-struct Replicas {
-    page: Page,
-    spawned: [Option<Spawned>; 2],
-    addrs: [SocketAddr; 2],
-    launches: Vec<Launch>,
-    variant: Variant,
-    protocol: Protocol,
-    timeout: Duration,
-}
-
-impl Replicas {
-    fn start(
-        spec: &BenchSpec,
-        command: &str,
-        v: &Variant,
-        dir: &std::path::Path,
-        stop: &AtomicBool,
-    ) -> Result<Replicas> {
-        let cpus = match spec.service.cpus.as_slice() {
-            [a, b] => [*a, *b],
-            _ => {
-                let all = elfen_topo::current_affinity()
-                    .map_err(|e| ProxyError::Config(format!("reading the CPU affinity: {e}")))?;
-                match all.as_slice() {
-                    [a, b, ..] => [*a, *b],
-                    _ => {
-                        return Err(ProxyError::Config(
-                            "two replicas need two CPUs; set service.cpus".into(),
-                        ));
-                    }
-                }
-            }
-        };
-        let page = crate::proxy::create_page(&dir.join(format!("page-{}", v.name)), cpus)?;
-        let all = elfen_topo::current_affinity().unwrap_or_default();
-        let mut launches = Vec::new();
-        let mut addrs = Vec::new();
-        for (r, &cpu) in cpus.iter().enumerate() {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")
-                .map_err(|e| ProxyError::io("finding a free port", e))?;
-            let port = l
-                .local_addr()
-                .map_err(|e| ProxyError::io("finding a free port", e))?
-                .port();
-            drop(l);
-            let mut side: Vec<u32> = all.iter().copied().filter(|&c| c != cpu).collect();
-            if side.is_empty() {
-                side.push(cpu);
-            }
-            launches.push(Launch {
-                command: format!("{command} {}", v.args),
-                vars: vec![
-                    ("port", port.to_string()),
-                    ("page", page.path().display().to_string()),
-                    ("lane", r.to_string()),
-                    ("cpu", cpu.to_string()),
-                    ("side_cpus", elfen_topo::format_cpu_list(&side)),
-                    ("lc_signal", "api".into()),
-                ],
-                startup_timeout: Duration::from_secs_f64(spec.service.startup_timeout_s),
-            });
-            addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
-        }
-        let mut me = Replicas {
-            page,
-            spawned: [None, None],
-            addrs: [addrs[0], addrs[1]],
-            launches,
-            variant: v.clone(),
-            protocol: spec.service.protocol,
-            timeout: Duration::from_secs_f64(spec.service.startup_timeout_s),
-        };
-        me.restart(stop)?;
-        Ok(me)
-    }
-
-    /// Stops both replicas (if running) and starts them again.
-    fn restart(&mut self, stop: &AtomicBool) -> Result<()> {
-        for s in self.spawned.iter_mut() {
-            if let Some(mut x) = s.take() {
-                x.terminate();
-            }
-        }
-        for r in 0..2 {
-            self.spawned[r] = Some(Spawned::start(
-                &self.launches[r],
-                &self.variant.env,
-                self.protocol,
-                self.addrs[r],
-                self.timeout,
-                stop,
-            )?);
-        }
-        Ok(())
-    }
-}
-
-/// The command line of the service: `lucene` expands to the Lucene
-/// server's (pre-flight checked), `{elfen}` to this executable.
-fn service_command(spec: &BenchSpec) -> anyhow::Result<String> {
-    let c = spec.service.command.trim();
-    let c = if c == "lucene" {
-        elfen_bench::lc::lucene::command(elfen_bench::lc::lucene::copies_setting()?, 10)
-    } else {
-        let exe = std::env::current_exe().context("finding this executable")?;
-        c.replace("{elfen}", &exe.display().to_string())
-    };
-    if elfen_bench::lc::lucene::is_lucene(&c) {
-        elfen_bench::lc::lucene::preflight(&c)?;
-    }
-    Ok(c)
 }
 
 /// Runs the bench.
@@ -243,8 +142,20 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         }
         spec.variants.retain(|x| want.contains(&x.name.as_str()));
     }
+    if a.ways.is_some() {
+        for v in &mut spec.variants {
+            v.ways = None;
+        }
+    }
+    if a.no_ladder {
+        spec.ladder = None;
+    }
+    if let Some(o) = &a.ladder_order {
+        let l = spec.ladder.get_or_insert_with(Default::default);
+        l.order = o.split(',').map(|h| h.trim().to_string()).collect();
+    }
     spec.validate()?;
-    let command = service_command(&spec)?;
+    let command = replicas::service_command(&spec)?;
     let set = Arc::new(requests::build(
         spec.service.requests,
         &spec.service.demand,
@@ -261,106 +172,127 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             elfen_cmd::time::utc_stamp(started)
         ))
     });
+    if let Some(d) = json.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
     let loadavg_before = elfen_cmd::proc::loadavg();
-    let ways = ways_of(&spec);
+    // the replicas, the tracer and the generator pin threads to the lanes:
+    // one lane user at a time
+    let _lanes = elfen_cmd::LaneLock::acquire().context("taking the lane lock")?;
+    let dir = replicas::tempfile_dir()?;
+    let mut ladder_rec = None;
+    let mut interrupted = false;
+    if let Some(l) = spec.ladder.clone() {
+        let ctx = ladder::Ctx {
+            spec: &spec,
+            command: &command,
+            set: &set,
+            dir: &dir,
+            out_prefix: &json.with_extension(""),
+            stop,
+        };
+        let plan = ladder::plan(&ctx, &l)?;
+        interrupted = plan.interrupted;
+        spec.variants.splice(0..0, plan.variants);
+        ladder_rec = Some(ladder::LadderRecord {
+            spec: l,
+            steps: plan.steps,
+            overhead: None,
+        });
+    }
     eprintln!(
-        "elfen proxy bench: {} at {} rps, {} × {} s (+{} s warm-up) per way; ways {}; variants {}; load average {:.2}",
+        "elfen proxy bench: {} at {} rps, {} × {} s (+{} s warm-up) per way; variants {}; load average {:.2}",
         set.source,
         spec.load.rps,
         spec.load.invocations,
         spec.load.duration_s,
         spec.load.warmup_s,
-        ways.iter().map(|w| w.name()).collect::<Vec<_>>().join(", "),
         spec.variants
             .iter()
-            .map(|v| v.name.as_str())
+            .map(|v| format!(
+                "{} ({}{})",
+                v.name,
+                ways_of(&spec, v)
+                    .iter()
+                    .map(|w| w.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if v.args.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", v.args)
+                }
+            ))
             .collect::<Vec<_>>()
             .join(", "),
         loadavg_before[0]
     );
-    // the replicas and the generator pin threads to the lanes: one lane user at a time
-    let _lanes = elfen_cmd::LaneLock::acquire().context("taking the lane lock")?;
-    let dir = tempfile_dir()?;
-    let place = load::Place {
-        cpus: elfen_topo::current_affinity().unwrap_or_default(),
-        sched: if elfen_cmd::proc::is_root() {
-            SchedClass::Fifo(10)
-        } else {
-            SchedClass::Other
+    let mut out = Output {
+        json: json.clone(),
+        record: BenchRecord {
+            schema: SCHEMA.into(),
+            spec,
+            started_unix_s: started,
+            loadavg: [loadavg_before, loadavg_before],
+            interrupted: true,
+            invocations: Vec::new(),
+            summary: Vec::new(),
+            ladder: ladder_rec,
         },
     };
+    // what the ladder's traces found is kept even if nothing else runs
+    out.save()?;
     let mut inv = Vec::new();
-    let mut interrupted = false;
-    'variants: for v in &spec.variants {
-        let mut reps = Replicas::start(&spec, &command, v, dir.path(), stop)
-            .with_context(|| format!("variant {}: starting the replicas", v.name))?;
-        for round in 0..spec.load.invocations {
-            let mut rng = SmallRng::seed_from_u64(spec.load.seed.wrapping_add(round as u64));
-            let span_ns = ((spec.load.warmup_s + spec.load.duration_s) * 1e9) as u64;
-            let offsets = poisson_offsets(spec.load.rps, span_ns, &mut rng);
-            let picks = set.sequence(offsets.len(), &mut rng);
-            let n = ways.len();
-            for k in 0..n {
-                let way = ways[(k + round) % n];
-                if stop.load(Ordering::Relaxed) {
-                    interrupted = true;
-                    break 'variants;
-                }
-                if v.restart == Restart::Invocation {
-                    reps.restart(stop)?;
-                }
-                match one(&spec, &reps, way, &set, &offsets, &picks, &place, stop) {
-                    Ok(mut r) => {
-                        r.variant = v.name.clone();
-                        r.round = round;
-                        eprintln!(
-                            "  [{}] round {}/{} {:<8} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  {} errors{}",
-                            v.name,
-                            round + 1,
-                            spec.load.invocations,
-                            way.name(),
-                            r.latency_us.p50 / 1e3,
-                            r.latency_us.p99 / 1e3,
-                            r.latency_us.max / 1e3,
-                            r.errors,
-                            r.proxy
-                                .as_ref()
-                                .map(|s| format!(
-                                    ", {} hedged, {} swaps, {} served twice",
-                                    s.hedges_total, s.swaps, s.duplicate_work
-                                ))
-                                .unwrap_or_default()
-                        );
-                        inv.push(r);
-                    }
-                    Err(ProxyError::Interrupted)
-                    | Err(ProxyError::Bench(elfen_bench::BenchError::Interrupted)) => {
-                        interrupted = true;
-                        break 'variants;
-                    }
-                    Err(e) => {
-                        return Err(e)
-                            .with_context(|| format!("variant {}, way {}", v.name, way.name()));
-                    }
+    let done = if interrupted {
+        Ok(true)
+    } else {
+        let spec = out.record.spec.clone();
+        rounds(&spec, &command, &set, &dir, stop, &mut inv, &mut |inv| {
+            out.record.invocations = inv.to_vec();
+            out.checkpoint()
+        })
+    };
+    out.record.invocations = inv;
+    interrupted = match done {
+        Ok(i) => i,
+        Err(e) => {
+            // the invocations done are kept, the record says it was cut short
+            let _ = out.save();
+            return Err(e);
+        }
+    };
+    let spec = out.record.spec.clone();
+    if let Some(l) = out.record.ladder.as_mut() {
+        if l.spec.overhead.reps > 0 && !interrupted {
+            let ctx = ladder::Ctx {
+                spec: &spec,
+                command: &command,
+                set: &set,
+                dir: &dir,
+                out_prefix: &json.with_extension(""),
+                stop,
+            };
+            match ladder::overhead(&ctx, &l.spec) {
+                Ok(o) => l.overhead = Some(o),
+                Err(_) if stop.load(Ordering::Relaxed) => interrupted = true,
+                Err(e) => {
+                    let _ = out.save();
+                    return Err(e.context("elfen trace overhead"));
                 }
             }
         }
     }
-    let summary = record::summarize(&spec, &inv);
-    println!("{}", record::table(&summary));
-    let rec = BenchRecord {
-        schema: SCHEMA.into(),
-        spec,
-        started_unix_s: started,
-        loadavg: [loadavg_before, elfen_cmd::proc::loadavg()],
-        interrupted,
-        invocations: inv,
-        summary,
-    };
-    elfen_results::save_json(&rec, &json).with_context(|| format!("writing {}", json.display()))?;
+    out.record.interrupted = interrupted;
+    out.record.loadavg[1] = elfen_cmd::proc::loadavg();
+    out.save()?;
+    println!("{}", record::table(&out.record.summary));
+    if let Some(o) = out.record.ladder.as_ref().and_then(|l| l.overhead.as_ref()) {
+        print!("{}", elfen_trace::overhead::render(o));
+    }
     println!(
-        "elfen proxy bench: written to {}{}",
+        "elfen proxy bench: written to {} and {}{}",
         json.display(),
+        json.with_extension("md").display(),
         if interrupted {
             " (interrupted: the rounds done)"
         } else {
@@ -370,39 +302,188 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A temporary directory under /dev/shm (the replicas' page), removed at
-/// the end, on error and on Ctrl-C.
-fn tempfile_dir() -> anyhow::Result<TempDir> {
-    let base = if std::path::Path::new("/dev/shm").is_dir() {
-        "/dev/shm"
-    } else {
-        "/tmp"
+/// The bench's record and where it goes: written after every invocation
+/// (marked cut short until the end), so a run stopped by Ctrl-C, an error
+/// or a kill keeps what it measured.
+struct Output {
+    json: PathBuf,
+    record: BenchRecord,
+}
+
+impl Output {
+    /// Summarizes and writes the JSON and the markdown beside it.
+    fn save(&mut self) -> anyhow::Result<()> {
+        self.record.summary = record::summarize(&self.record.spec, &self.record.invocations);
+        let json = &self.json;
+        elfen_results::save_json(&self.record, json)
+            .with_context(|| format!("writing {}", json.display()))?;
+        let md = json.with_extension("md");
+        std::fs::write(&md, table::markdown(&self.record))
+            .with_context(|| format!("writing {}", md.display()))
+    }
+
+    /// [`Output::save`] mid-run: the record says it is cut short.
+    fn checkpoint(&mut self) -> anyhow::Result<()> {
+        self.record.interrupted = true;
+        self.record.loadavg[1] = elfen_cmd::proc::loadavg();
+        self.save()
+    }
+}
+
+/// Runs every variant's rounds, appending to `inv` and calling `saved`
+/// after each invocation; returns whether a Ctrl-C cut them short (the
+/// invocations done stay in `inv` on an error too).
+fn rounds(
+    spec: &BenchSpec,
+    command: &str,
+    set: &Arc<RequestSet>,
+    dir: &replicas::TempDir,
+    stop: &AtomicBool,
+    inv: &mut Vec<InvocationRecord>,
+    saved: &mut dyn FnMut(&[InvocationRecord]) -> anyhow::Result<()>,
+) -> anyhow::Result<bool> {
+    let place = load::Place {
+        cpus: elfen_topo::current_affinity().unwrap_or_default(),
+        sched: if elfen_cmd::proc::is_root() {
+            SchedClass::Fifo(10)
+        } else {
+            SchedClass::Other
+        },
     };
-    let path = PathBuf::from(format!("{base}/elfen-proxy-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
-    let guard = elfen_cmd::interrupt::register(&[], &[path.as_path()]);
-    Ok(TempDir {
-        path,
-        _guard: guard,
-    })
-}
-
-/// A directory removed on drop.
-struct TempDir {
-    path: PathBuf,
-    _guard: elfen_cmd::interrupt::CleanupGuard,
-}
-
-impl TempDir {
-    fn path(&self) -> &std::path::Path {
-        &self.path
+    let mut progress = Progress::new(true);
+    let total: usize = spec
+        .variants
+        .iter()
+        .map(|v| ways_of(spec, v).len() * spec.load.invocations)
+        .sum();
+    progress.count(
+        total,
+        spec.load.warmup_s + spec.load.duration_s + spec.load.drain_s.min(1.0),
+    );
+    for v in &spec.variants {
+        let ways = ways_of(spec, v);
+        // a variant run alone only needs no replica B
+        let only_a = ways == [Way::Alone];
+        let mut reps = Replicas::start(spec, command, v, dir.path(), only_a, stop)
+            .with_context(|| format!("variant {}: starting the replicas", v.name))?;
+        if v.restart == Restart::Active && !only_a {
+            warm_backup(spec, &reps, set, &place, stop)
+                .with_context(|| format!("variant {}: warming replica B", v.name))?;
+        }
+        for round in 0..spec.load.invocations {
+            let mut rng = SmallRng::seed_from_u64(spec.load.seed.wrapping_add(round as u64));
+            let span_ns = ((spec.load.warmup_s + spec.load.duration_s) * 1e9) as u64;
+            let offsets = poisson_offsets(spec.load.rps, span_ns, &mut rng);
+            let picks = set.sequence(offsets.len(), &mut rng);
+            let n = ways.len();
+            for k in 0..n {
+                let way = ways[(k + round) % n];
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(true);
+                }
+                match v.restart {
+                    Restart::Invocation if !only_a => reps.restart(stop)?,
+                    Restart::Invocation => reps.restart_one(0, stop)?,
+                    Restart::Active => reps.restart_one(0, stop)?,
+                    Restart::Variant => {}
+                }
+                progress.show(
+                    &format!(
+                        "{} round {}/{} {}",
+                        v.name,
+                        round + 1,
+                        spec.load.invocations,
+                        way.name()
+                    ),
+                    false,
+                );
+                match one(spec, &reps, way, set, &offsets, &picks, &place, stop) {
+                    Ok(mut r) => {
+                        r.variant = v.name.clone();
+                        r.round = round;
+                        progress.step_done();
+                        progress.say(&progress_line(spec, &r, progress.steps(), progress.eta_s()));
+                        inv.push(r);
+                        saved(inv)?;
+                    }
+                    Err(ProxyError::Interrupted)
+                    | Err(ProxyError::Bench(elfen_bench::BenchError::Interrupted)) => {
+                        return Ok(true);
+                    }
+                    Err(e) => {
+                        return Err(e)
+                            .with_context(|| format!("variant {}, way {}", v.name, way.name()));
+                    }
+                }
+            }
+        }
     }
+    progress.finish();
+    Ok(false)
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+/// One invocation's line: `[done/total] variant round way` and its
+/// figures, then the time left at the pace so far.
+fn progress_line(
+    spec: &BenchSpec,
+    r: &InvocationRecord,
+    (done, total): (usize, usize),
+    eta_s: f64,
+) -> String {
+    let eta = eta_s.round() as u64;
+    format!(
+        "[{done}/{total}] {} round {}/{} {:<8} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  {} errors{} · ETA {}m{:02}s",
+        r.variant,
+        r.round + 1,
+        spec.load.invocations,
+        r.way.name(),
+        r.latency_us.p50 / 1e3,
+        r.latency_us.p99 / 1e3,
+        r.latency_us.max / 1e3,
+        r.errors,
+        r.proxy
+            .as_ref()
+            .map(|s| format!(
+                ", {} hedged, {} swaps, {} served twice",
+                s.hedges_total, s.swaps, s.duplicate_work
+            ))
+            .unwrap_or_default(),
+        eta / 60,
+        eta % 60
+    )
+}
+
+/// Sends replica B the load alone for `load.backup_warm_s` (answers not
+/// recorded): a backup that served before the active one restarts.
+fn warm_backup(
+    spec: &BenchSpec,
+    reps: &Replicas,
+    set: &Arc<RequestSet>,
+    place: &load::Place,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let span_ns = (spec.load.backup_warm_s * 1e9) as u64;
+    if span_ns == 0 {
+        return Ok(());
     }
+    let mut rng = SmallRng::seed_from_u64(spec.load.seed ^ 0x5eed);
+    let offsets = poisson_offsets(spec.load.rps, span_ns, &mut rng);
+    let picks = set.sequence(offsets.len(), &mut rng);
+    let plan = load::Plan {
+        offsets: &offsets,
+        requests: picks
+            .iter()
+            .map(|&k| {
+                let k = k as usize;
+                (set.arg(k, 1.0), &set.requests[k].payload[..])
+            })
+            .collect(),
+        warmup_ns: span_ns,
+        drain_ns: (spec.load.drain_s * 1e9) as u64,
+    };
+    load::invocation(spec.service.protocol, reps.addrs[1], &plan, place, stop)
+        .map_err(|e| ProxyError::io(format!("warming {}", reps.addrs[1]), e))?;
+    Ok(())
 }
 
 /// One invocation of `way`.

@@ -92,6 +92,10 @@ pub struct BenchRecord {
     pub invocations: Vec<InvocationRecord>,
     /// Per (variant, way).
     pub summary: Vec<WaySummary>,
+    /// The ladder (the thesis's table), where the file has one: its steps
+    /// with the profiler's rankings, and `elfen trace`'s overhead.
+    #[serde(default)]
+    pub ladder: Option<super::ladder::LadderRecord>,
 }
 
 fn stat_of(xs: impl Iterator<Item = f64>) -> Option<Stat> {
@@ -102,7 +106,7 @@ fn stat_of(xs: impl Iterator<Item = f64>) -> Option<Stat> {
 pub fn summarize(spec: &BenchSpec, inv: &[InvocationRecord]) -> Vec<WaySummary> {
     let mut out = Vec::new();
     for v in &spec.variants {
-        for &way in &super::ways_of(spec) {
+        for &way in &super::ways_of(spec, v) {
             let mine: Vec<&InvocationRecord> = inv
                 .iter()
                 .filter(|r| r.variant == v.name && r.way == way)
@@ -207,4 +211,118 @@ pub fn table(summary: &[WaySummary]) -> String {
         ));
     }
     t
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::status::HedgeCounts;
+
+    /// A proxy's record with `requests` and `hedges` of them re-sent.
+    pub(crate) fn proxied(requests: u64, hedges: u64, swaps: u64) -> Summary {
+        Summary {
+            listen: "127.0.0.1:1".into(),
+            protocol: "wire".into(),
+            hedge: "signal".into(),
+            duration_s: 1.0,
+            clients: 1,
+            requests,
+            answered: requests,
+            failed: 0,
+            hedges: HedgeCounts::default(),
+            hedges_total: hedges,
+            hedge_rate: hedges as f64 / requests as f64,
+            hedge_wins: 0,
+            swaps,
+            duplicate_work: hedges,
+            duplicate_work_ms: hedges as f64 * 0.5,
+            warmups: 0,
+            malformed: 0,
+            stray_answers: 0,
+            in_flight: 0,
+            pause_bound_ms: 5.0,
+            hedge_timeout_ms: 0.0,
+            replicas: Vec::new(),
+        }
+    }
+
+    /// An invocation whose percentiles are all `p50_us` but p99 (twice)
+    /// and max (ten times).
+    pub(crate) fn inv(variant: &str, way: Way, round: usize, p50_us: f64) -> InvocationRecord {
+        InvocationRecord {
+            variant: variant.into(),
+            way,
+            round,
+            latency_us: Percentiles {
+                p50: p50_us,
+                p95: p50_us,
+                p99: 2.0 * p50_us,
+                p999: 2.0 * p50_us,
+                max: 10.0 * p50_us,
+                mean: p50_us,
+            },
+            requests: 100,
+            errors: u64::from(way == Way::Hedge),
+            sent: 100,
+            proxy: (way != Way::Alone).then(|| proxied(100, 2 * round as u64, 1)),
+            backup_busy_ms: (way != Way::Alone).then_some(3.0),
+        }
+    }
+
+    #[test]
+    fn summaries_take_medians_over_rounds_and_added_latency_against_alone_in_the_same_round() {
+        let mut spec = BenchSpec {
+            ways: vec![Way::Proxy, Way::Hedge],
+            ..BenchSpec::default()
+        };
+        let mut only_alone = spec.variants[0].clone();
+        only_alone.name = "step0".into();
+        only_alone.ways = Some(vec![Way::Alone]);
+        spec.variants.insert(0, only_alone);
+        let mut v = Vec::new();
+        for (round, (alone, proxy)) in [(100.0, 130.0), (200.0, 210.0), (300.0, 320.0)]
+            .into_iter()
+            .enumerate()
+        {
+            v.push(inv("default", Way::Alone, round, alone));
+            v.push(inv("default", Way::Proxy, round, proxy));
+            v.push(inv("step0", Way::Alone, round, 50.0));
+        }
+        v.push(inv("default", Way::Hedge, 0, 400.0));
+        // a variant the spec does not have and a way its variant does not run
+        v.push(inv("gone", Way::Alone, 0, 1.0));
+        v.push(inv("step0", Way::Proxy, 0, 1.0));
+        let s = summarize(&spec, &v);
+        let keys: Vec<(&str, Way, usize)> = s
+            .iter()
+            .map(|x| (x.variant.as_str(), x.way, x.invocations))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("step0", Way::Alone, 3),
+                ("default", Way::Alone, 3),
+                ("default", Way::Proxy, 3),
+                ("default", Way::Hedge, 1),
+            ]
+        );
+        let proxy = &s[2];
+        assert_eq!(
+            (proxy.p50_us.median, proxy.p50_us.min, proxy.p50_us.max),
+            (210.0, 130.0, 320.0)
+        );
+        // 30, 10, 20 µs added in rounds 0, 1, 2
+        let a = proxy.added_p50_us.unwrap();
+        assert_eq!((a.median, a.min, a.max), (20.0, 10.0, 30.0));
+        assert_eq!(proxy.added_p99_us.unwrap().median, 40.0);
+        assert_eq!(proxy.max_us.max, 3200.0);
+        let h = proxy.hedge_rate.unwrap();
+        assert_eq!((h.median, h.min, h.max), (0.02, 0.0, 0.04));
+        assert_eq!(proxy.backup_busy_ms.unwrap().median, 3.0);
+        assert_eq!(s[3].added_p50_us.unwrap().median, 300.0);
+        assert_eq!(s[3].errors, 1);
+        let alone = &s[1];
+        assert!(alone.added_p50_us.is_none() && alone.hedge_rate.is_none());
+        assert!(table(&s).lines().count() == 5 && table(&s).contains("step0"));
+    }
 }

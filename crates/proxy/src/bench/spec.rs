@@ -1,7 +1,7 @@
 //! What `elfen proxy bench` runs ([`BenchSpec`], TOML with defaults,
 //! unknown keys refused) and the ways it drives the service ([`Way`]).
 
-use crate::config::{HedgeMode, Protocol, ProxyConfig};
+use crate::config::{HedgeMode, Protocol, ProxyConfig, Side};
 use crate::error::{ProxyError, Result};
 use elfen_bench::spec::{DemandSpec, RequestsKind};
 use serde::{Deserialize, Serialize};
@@ -48,9 +48,11 @@ impl Way {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServiceSpec {
-    /// Command template of one replica (`{elfen}` is this executable; the
-    /// proxy's placeholders otherwise), or `"lucene"` for the Lucene search
-    /// server (`elfen bench --lc lucene`'s command).
+    /// Command template of one replica (`{elfen}` is this executable,
+    /// `{lucene}` the Lucene server's launcher and `{copies}` the copies of
+    /// its index `elfen bench --lc lucene` serves; the proxy's placeholders
+    /// otherwise), or `"lucene"` for the Lucene search server with
+    /// `elfen bench --lc lucene`'s command.
     pub command: String,
     /// The protocol it speaks (HTTP: the demand's µs go in `?us=N`).
     pub protocol: Protocol,
@@ -64,6 +66,8 @@ pub struct ServiceSpec {
     pub startup_timeout_s: f64,
     /// The request-lane CPUs of replica A and B (default: the first two).
     pub cpus: Vec<u32>,
+    /// Where each replica's other threads run (`{side_cpus}`).
+    pub side: Side,
 }
 
 impl Default for ServiceSpec {
@@ -80,6 +84,7 @@ impl Default for ServiceSpec {
             tasks_path: None,
             startup_timeout_s: 60.0,
             cpus: Vec::new(),
+            side: Side::Others,
         }
     }
 }
@@ -96,6 +101,9 @@ pub struct LoadSpec {
     pub warmup_s: f64,
     /// Longest wait for answers after the last send, s.
     pub drain_s: f64,
+    /// With `restart = "active"`: the load sent to replica B alone for
+    /// this long when it starts, s (a backup that served before).
+    pub backup_warm_s: f64,
     /// Invocations of each way (interleaved; medians and spread over them).
     pub invocations: usize,
     /// Seed of the arrivals and the request order.
@@ -109,6 +117,7 @@ impl Default for LoadSpec {
             duration_s: 3.0,
             warmup_s: 0.5,
             drain_s: 2.0,
+            backup_warm_s: 5.0,
             invocations: 5,
             seed: 1,
         }
@@ -123,8 +132,14 @@ pub enum Restart {
     #[default]
     Variant,
     /// Before every invocation: each one starts cold (a JVM's class
-    /// loading and JIT in the measured window).
+    /// loading and JIT in the measured window), both replicas.
     Invocation,
+    /// Before every invocation replica A starts afresh (a JVM restart: its
+    /// class loading, JIT, untouched heap in the measured window) while B
+    /// keeps running, warmed once when it starts by `load.backup_warm_s` of
+    /// the load sent to it alone: the thesis's restarted server beside a
+    /// backup that served before.
+    Active,
 }
 
 /// One setting of the service (e.g. a hazard switched on), run every way.
@@ -142,6 +157,9 @@ pub struct Variant {
     /// When its replicas start afresh.
     #[serde(default)]
     pub restart: Restart,
+    /// The ways it runs (default: the file's `ways`; `alone` always runs).
+    #[serde(default)]
+    pub ways: Option<Vec<Way>>,
 }
 
 /// What `elfen proxy bench` runs.
@@ -159,6 +177,171 @@ pub struct BenchSpec {
     pub proxy: ProxyConfig,
     /// Settings of the service, each run every way.
     pub variants: Vec<Variant>,
+    /// The thesis's table as a ladder of variants the profiler orders (see
+    /// [`LadderSpec`]); its steps run before `variants`.
+    pub ladder: Option<LadderSpec>,
+}
+
+/// The thesis's table, ours: the service with hazards switched on
+/// (`serve --hazards LIST`), then with each fixed in turn in the order the
+/// profiler ranks them — `elfen trace` on the service with the hazards
+/// still on, the removable hazard that is the top hazard of most slow
+/// requests fixed next — until only the `keep` ones are left, which run
+/// behind the proxy too (what redundancy hides).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LadderSpec {
+    /// The hazards on at the first step (the server's names: `nagle`,
+    /// `untouched-heap`, `cold-start`, `small-heap`).
+    pub hazards: Vec<String>,
+    /// Hazards not removed: left on at the last step, behind the proxy.
+    pub keep: Vec<String>,
+    /// The fixes in this order instead of the profiler's (no tracing;
+    /// empty: the profiler decides).
+    pub order: Vec<String>,
+    /// The ways of each step but the last.
+    pub ways: Vec<Way>,
+    /// The ways of the last step (the kept hazards).
+    pub last_ways: Vec<Way>,
+    /// The trace of each step.
+    pub trace: LadderTrace,
+    /// `elfen trace`'s cost on the service (hazards off): untraced and
+    /// traced invocations alternating; 0 repetitions: not measured.
+    pub overhead: LadderOverhead,
+}
+
+impl Default for LadderSpec {
+    fn default() -> Self {
+        LadderSpec {
+            hazards: HAZARDS.iter().map(|h| h.to_string()).collect(),
+            keep: vec!["small-heap".into()],
+            order: Vec::new(),
+            ways: vec![Way::Alone],
+            last_ways: vec![Way::Alone, Way::Proxy, Way::Hedge],
+            trace: LadderTrace::default(),
+            overhead: LadderOverhead::default(),
+        }
+    }
+}
+
+/// The hazards of the Lucene server (`serve --hazards`), in its order.
+pub const HAZARDS: [&str; 4] = ["nagle", "untouched-heap", "cold-start", "small-heap"];
+
+/// How each step of the ladder is traced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LadderTrace {
+    /// The client idles this long after the server is ready (the deep idle
+    /// before the requests an untouched heap needs), s.
+    pub idle_s: f64,
+    /// Length of the traced load, s.
+    pub duration_s: f64,
+    /// Its rate (0: the bench's `load.rps`).
+    pub rps: f64,
+    /// Requests above this percentile of latency are studied.
+    pub above_pct: f64,
+    /// Also write each step's Perfetto trace (large).
+    pub perfetto: bool,
+}
+
+impl Default for LadderTrace {
+    fn default() -> Self {
+        LadderTrace {
+            idle_s: 2.0,
+            duration_s: 8.0,
+            rps: 0.0,
+            above_pct: 99.0,
+            perfetto: false,
+        }
+    }
+}
+
+/// `elfen trace overhead` as part of the ladder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LadderOverhead {
+    /// Repetitions (each an untraced and a traced invocation; 0: none).
+    pub reps: usize,
+    /// Each invocation's length, s.
+    pub duration_s: f64,
+    /// The rate (0: the bench's `load.rps`).
+    pub rps: f64,
+}
+
+impl Default for LadderOverhead {
+    fn default() -> Self {
+        LadderOverhead {
+            reps: 5,
+            duration_s: 10.0,
+            rps: 0.0,
+        }
+    }
+}
+
+impl LadderSpec {
+    /// Checks the hazards named, naming a wrong one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(ProxyError::Config(m));
+        for (key, list) in [
+            ("hazards", &self.hazards),
+            ("keep", &self.keep),
+            ("order", &self.order),
+        ] {
+            for h in list {
+                if !HAZARDS.contains(&h.as_str()) {
+                    return bad(format!(
+                        "ladder.{key}: {h:?} is not a hazard of the server ({})",
+                        HAZARDS.join(", ")
+                    ));
+                }
+            }
+        }
+        if self.hazards.is_empty() {
+            return bad("ladder.hazards: at least one".into());
+        }
+        if !self.order.is_empty() {
+            for h in &self.hazards {
+                if !self.keep.contains(h) && !self.order.contains(h) {
+                    return bad(format!(
+                        "ladder.order: {h:?} is on and not kept, but not in the order"
+                    ));
+                }
+            }
+        }
+        if self.ways.is_empty() || self.last_ways.is_empty() {
+            return bad("ladder.ways, ladder.last_ways: at least one way each".into());
+        }
+        let t = &self.trace;
+        if !(t.duration_s > 0.0 && t.duration_s.is_finite()) {
+            return bad(format!(
+                "ladder.trace.duration_s = {}: must be > 0",
+                t.duration_s
+            ));
+        }
+        if !(t.idle_s >= 0.0 && t.idle_s.is_finite()) {
+            return bad(format!("ladder.trace.idle_s = {}: must be >= 0", t.idle_s));
+        }
+        if !(t.above_pct > 0.0 && t.above_pct < 100.0) {
+            return bad(format!(
+                "ladder.trace.above_pct = {}: must be in (0, 100)",
+                t.above_pct
+            ));
+        }
+        for (k, v) in [("trace.rps", t.rps), ("overhead.rps", self.overhead.rps)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return bad(format!("ladder.{k} = {v}: must be >= 0 (0: load.rps)"));
+            }
+        }
+        if self.overhead.reps > 0
+            && !(self.overhead.duration_s > 0.0 && self.overhead.duration_s.is_finite())
+        {
+            return bad(format!(
+                "ladder.overhead.duration_s = {}: must be > 0",
+                self.overhead.duration_s
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for BenchSpec {
@@ -171,11 +354,13 @@ impl Default for BenchSpec {
                 fifo_priority: 10,
                 ..ProxyConfig::default()
             },
+            ladder: None,
             variants: vec![Variant {
                 name: "default".into(),
                 args: String::new(),
                 env: BTreeMap::new(),
                 restart: Restart::Variant,
+                ways: None,
             }],
         }
     }
@@ -210,6 +395,7 @@ impl BenchSpec {
             ("duration_s", l.duration_s),
             ("warmup_s", l.warmup_s),
             ("drain_s", l.drain_s),
+            ("backup_warm_s", l.backup_warm_s),
         ] {
             if !(v >= 0.0 && v.is_finite()) || (k == "duration_s" && v == 0.0) {
                 return bad(format!(
@@ -224,8 +410,16 @@ impl BenchSpec {
         if self.ways.is_empty() {
             return bad("ways: name at least one of alone, proxy, hedge, forward".into());
         }
-        if self.variants.is_empty() {
-            return bad("variants: at least one (name = \"default\")".into());
+        if self.variants.is_empty() && self.ladder.is_none() {
+            return bad("variants: at least one (name = \"default\"), or a [ladder]".into());
+        }
+        if let Some(l) = &self.ladder {
+            l.validate()?;
+        }
+        for v in &self.variants {
+            if v.ways.as_ref().is_some_and(Vec::is_empty) {
+                return bad(format!("variants {:?}: ways = []: at least one", v.name));
+            }
         }
         if self.service.command.trim().is_empty() {
             return bad("service.command is empty".into());
@@ -297,5 +491,33 @@ mod tests {
                 .to_string()
                 .contains("pause.factor")
         );
+        // a ladder: defaults fill it, a hazard the server lacks is named
+        std::fs::write(&p, "[ladder]\n").unwrap();
+        let l = BenchSpec::load(&p).unwrap().ladder.unwrap();
+        assert_eq!(l.hazards, HAZARDS.map(String::from).to_vec());
+        assert_eq!(l.keep, vec!["small-heap".to_string()]);
+        std::fs::write(&p, "[ladder]\nhazards = [\"nagel\"]\n").unwrap();
+        let e = BenchSpec::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("\"nagel\"") && e.contains("ladder.hazards"),
+            "{e}"
+        );
+        std::fs::write(&p, "[ladder]\norder = [\"nagle\"]\n").unwrap();
+        let e = BenchSpec::load(&p).unwrap_err().to_string();
+        assert!(e.contains("not in the order"), "{e}");
+        // the shipped ladder and the hazard variants use the server's flags
+        let t = BenchSpec::load(&Path::new(dir).join("bench-tailor.toml")).unwrap();
+        assert!(t.ladder.is_some() && t.service.command.contains("{lucene} serve"));
+        let lucene = BenchSpec::load(&Path::new(dir).join("bench-lucene.toml")).unwrap();
+        for h in HAZARDS {
+            assert!(
+                lucene
+                    .variants
+                    .iter()
+                    .any(|v| v.args == format!("--hazards {h}")),
+                "bench-lucene.toml has a variant with --hazards {h}"
+            );
+        }
+        assert!(lucene.variants.iter().any(|v| v.args == "--hazards all"));
     }
 }
