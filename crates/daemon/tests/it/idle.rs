@@ -187,9 +187,10 @@ fn median(v: &mut [u64]) -> u64 {
 }
 
 /// The pid of the command the daemon `dpid` started for batch group
-/// `name`, from whichever hierarchy holds its group.
+/// `name`, from whichever hierarchy holds its group (v1's, or the unified
+/// tree at the root).
 fn command_pid(dpid: u32, name: &str) -> Option<u32> {
-    ["freezer", "cpuset", "cpu"].iter().find_map(|c| {
+    ["freezer", "cpuset", "cpu", ""].iter().find_map(|c| {
         let f = Path::new("/sys/fs/cgroup")
             .join(c)
             .join(format!("elfen-daemon-{dpid}/{name}/cgroup.procs"));
