@@ -4,6 +4,8 @@
 #   scripts/setup.sh            install missing Debian packages, check the Rust toolchain,
 #                               build the release binary (target/release/elfen)
 #   scripts/setup.sh --deps     only install missing packages
+#   scripts/setup.sh --deps core bpf
+#                               only the packages of those lists (scripts/deps/core.apt, …)
 #
 # Debian packages are listed one per line in scripts/deps/*.apt (one file per part
 # of the project). Only missing ones are installed, so a second run is quick.
@@ -13,11 +15,16 @@ cd "$(dirname "$0")/.."
 say() { printf 'setup: %s\n' "$*" >&2; }
 
 install_debs() {
-  local want=() missing=()
+  local want=() missing=() lists=()
+  if [ $# -gt 0 ]; then
+    for l in "$@"; do lists+=("scripts/deps/$l.apt"); done
+  else
+    lists=(scripts/deps/*.apt)
+  fi
   while IFS= read -r line; do
     line="${line%%#*}"; line="${line//[[:space:]]/}"
     [ -n "$line" ] && want+=("$line")
-  done < <(cat scripts/deps/*.apt)
+  done < <(cat "${lists[@]}")
   for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
@@ -55,9 +62,14 @@ check_java() {
   scripts/java-env.sh >/dev/null || say "no JDK >= 22: the Java bindings (bindings/java) cannot be built or tested"
 }
 
+if [ "${1:-}" = "--deps" ]; then
+  shift
+  install_debs "$@"
+  [ $# -eq 0 ] && check_java
+  exit 0
+fi
 install_debs
 check_java
-[ "${1:-}" = "--deps" ] && exit 0
 check_rust
 say "building target/release/elfen"
 cargo build --release --locked -p elfen

@@ -99,9 +99,10 @@ ship() {
   mkdir -p "$pay/$(dirname "$rel")"
   cp -a "$src" "$pay/$rel"
 }
-# the repository's files tests read at run time (configs, unit files, vectors),
-# and the crates' directories (CARGO_MANIFEST_DIR/../../configs must resolve)
-for d in configs packaging testdata; do
+# the repository's files tests read at run time (configs, unit files, vectors, the
+# docs the metrics table is checked against), and the crates' directories
+# (CARGO_MANIFEST_DIR/../../configs must resolve)
+for d in configs docs packaging testdata; do
   [ -d "$d" ] && ship "$REPO_DIR/$d"
 done
 for d in crates/*/; do

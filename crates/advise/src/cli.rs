@@ -174,7 +174,8 @@ pub fn options(a: &AdviseArgs) -> anyhow::Result<Options> {
     let target = match (a.pid, &a.comm, &a.cgroup) {
         (Some(p), None, None) => LcTarget::Pid(p),
         (None, Some(c), None) if !c.is_empty() => LcTarget::Comm(c.clone()),
-        (None, None, Some(d)) if d.is_absolute() => LcTarget::Cgroup(d.clone()),
+        (None, None, Some(d)) if d.is_absolute() => LcTarget::cgroup_dir(d.clone())
+            .map_err(|e| anyhow::anyhow!("--cgroup {}: {e}", d.display()))?,
         (None, None, Some(d)) => bail!("--cgroup {}: must be an absolute path", d.display()),
         _ => bail!("give exactly one of --pid, --comm (not empty), --cgroup"),
     };

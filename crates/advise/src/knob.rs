@@ -114,8 +114,9 @@ pub fn config_for(
             user: cx.user.clone(),
             ..LcSection::default()
         },
-        LcTarget::Cgroup(d) => LcSection {
-            cgroup: Some(d.clone()),
+        // a --cgroup directory (the only host name elfen advise takes)
+        LcTarget::Groups(_) => LcSection {
+            cgroup: cx.target.dir().map(Path::to_path_buf),
             ..LcSection::default()
         },
     };

@@ -39,16 +39,17 @@ pub fn check_target(target: &LcTarget) -> anyhow::Result<()> {
                 bail!("the LC service is not running: no process {p} (/proc/{p} does not exist)");
             }
         }
-        LcTarget::Cgroup(d) => {
+        LcTarget::Groups(t) => {
+            let d = target.dir().unwrap_or(Path::new(""));
             if !d.is_dir() {
                 bail!(
                     "the LC service is not running: no cgroup {} (no such directory)",
                     d.display()
                 );
             }
-            if elfen_bpf::proc::cgroup_procs(d).is_empty() {
+            if t.pids_now().is_empty() {
                 bail!(
-                    "the LC service is not running: cgroup {} holds no process",
+                    "the LC service is not running: cgroup {} and the groups below hold no process",
                     d.display()
                 );
             }
@@ -262,7 +263,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("no-such-service-x"), "{e}");
-        let e = check_target(&LcTarget::Cgroup("/nonexistent/cg".into()))
+        let e = check_target(&LcTarget::cgroup_dir("/nonexistent/cg".into()).unwrap())
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/cg"), "{e}");

@@ -13,8 +13,14 @@ pub const ABI: u16 = 2;
 pub const SLOT_SIZE: usize = 64;
 /// `ELFEN_MAX_TGIDS`: most processes watched at once.
 pub const MAX_TGIDS: u32 = 4096;
-/// `ELFEN_MAX_CGROUPS`: most cgroups watched at once.
+/// `ELFEN_MAX_CGROUPS`: most cgroups (subtree roots) watched at once.
 pub const MAX_CGROUPS: u32 = 1024;
+/// `ELFEN_MAX_CGROUP_DEPTH`: levels of a task's cgroup and its ancestors
+/// checked against the watched subtree roots.
+pub const MAX_CGROUP_DEPTH: u32 = 16;
+/// `ELFEN_CGROUP_VERDICTS`: entries of the BPF program's per-cgroup cache
+/// of "in a watched subtree".
+pub const CGROUP_VERDICTS: u32 = 4096;
 /// `ELFEN_RING_BYTES`: size of the transition-event ring buffer.
 pub const RING_BYTES: u32 = 256 * 1024;
 /// `ELFEN_ANNOUNCE_NS`: how long a WAKE event stands for the switch-in it
@@ -330,6 +336,11 @@ mod tests {
         assert_eq!(define("ELFEN_SLOT_SIZE"), SLOT_SIZE.to_string());
         assert_eq!(define("ELFEN_MAX_TGIDS"), MAX_TGIDS.to_string());
         assert_eq!(define("ELFEN_MAX_CGROUPS"), MAX_CGROUPS.to_string());
+        assert_eq!(
+            define("ELFEN_MAX_CGROUP_DEPTH"),
+            MAX_CGROUP_DEPTH.to_string()
+        );
+        assert_eq!(define("ELFEN_CGROUP_VERDICTS"), CGROUP_VERDICTS.to_string());
         assert_eq!(define("ELFEN_RING_BYTES"), "(256 * 1024)");
         assert_eq!(RING_BYTES, 256 * 1024);
         assert_eq!(define("ELFEN_WATCH_ON"), WATCH_ON.to_string());

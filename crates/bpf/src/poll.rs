@@ -95,7 +95,7 @@ fn scan_once(
         let w = shared.watch.lock().unwrap_or_else(|p| p.into_inner());
         let mut t = w.tgids.clone();
         for dir in &w.cgroups {
-            t.extend(proc::cgroup_procs(dir));
+            t.extend(proc::cgroup_subtree_procs(dir));
         }
         (t, w.cpus.clone())
     };
@@ -253,8 +253,9 @@ impl PollSource {
         Ok(self.watch().tgids.remove(&tgid))
     }
 
-    /// Scans the processes listed in a cgroup directory's `cgroup.procs`
-    /// at every scan. Returns the cgroup's id.
+    /// Scans the processes listed in the `cgroup.procs` of a cgroup
+    /// directory and of every group below it at every scan. Returns the
+    /// cgroup's id.
     pub fn watch_cgroup_path(&mut self, dir: &Path) -> Result<u64, BpfError> {
         let id = proc::cgroup_id(dir)?;
         let mut w = self.watch();
@@ -262,6 +263,14 @@ impl PollSource {
             w.cgroups.push(dir.to_path_buf());
         }
         Ok(id)
+    }
+
+    /// Stops scanning the subtree at `dir`; returns whether it was watched.
+    pub fn unwatch_cgroup_path(&mut self, dir: &Path) -> bool {
+        let mut w = self.watch();
+        let before = w.cgroups.len();
+        w.cgroups.retain(|d| d != dir);
+        w.cgroups.len() != before
     }
 
     /// Makes exactly `cpus` emit transition events.

@@ -66,6 +66,30 @@ pub fn cgroup_procs(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// The processes in a cgroup directory and in every group below it (at
+/// most [`crate::contract::MAX_CGROUP_DEPTH`] levels down, as the BPF
+/// program looks up), sorted.
+pub fn cgroup_subtree_procs(dir: &Path) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0u32)];
+    while let Some((d, depth)) = stack.pop() {
+        out.extend(cgroup_procs(&d));
+        if depth + 1 >= crate::contract::MAX_CGROUP_DEPTH {
+            continue;
+        }
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push((e.path(), depth + 1));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// State (`R`, `S`, …) and last CPU of thread `tid` of process `tgid`;
 /// `None` if it is gone.
 pub fn task_state(tgid: u32, tid: u32) -> Option<(char, u32)> {

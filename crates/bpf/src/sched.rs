@@ -255,8 +255,11 @@ impl SchedSource {
         Ok(true)
     }
 
-    /// Treats every task in the cgroup v2 with this id as LC (the id is
-    /// the cgroup directory's inode number; see [`proc::cgroup_id`]).
+    /// Treats every task in the cgroup v2 with this id **or in any group
+    /// below it** as LC (the id is the cgroup directory's inode number; see
+    /// [`proc::cgroup_id`]). The program checks a task's cgroup and its
+    /// ancestors, up to [`crate::contract::MAX_CGROUP_DEPTH`] levels, and caches the answer
+    /// per cgroup until the watched set changes.
     pub fn watch_cgroup_id(&mut self, id: u64) -> Result<(), BpfError> {
         if id == 0 {
             return Err(BpfError::CgroupZero);
@@ -299,14 +302,26 @@ impl SchedSource {
     }
 
     /// Tells the program how many cgroups are watched (it skips the
-    /// cgroup lookup while there are none).
+    /// cgroup lookup while there are none) and that the watched set changed
+    /// (a new `watch_gen`: its cached per-cgroup verdicts are decided again).
     fn publish_cgroup_count(&mut self) {
         let n = self.cgroups.len() as u32;
         if let Some(bss) = self.loaded.skel.maps.bss_data.as_deref_mut() {
-            // SAFETY: a valid, aligned field of the mmapped .bss map; the BPF
-            // program only reads it.
-            unsafe { std::ptr::write_volatile(&mut bss.nr_watched_cgroups, n) };
+            // SAFETY: valid, aligned fields of the mmapped .bss map; the BPF
+            // program only reads them. The generation is written after the
+            // map change it announces (volatile writes stay in order).
+            unsafe {
+                let next = std::ptr::read_volatile(&bss.watch_gen).wrapping_add(1);
+                std::ptr::write_volatile(&mut bss.nr_watched_cgroups, n);
+                std::ptr::write_volatile(&mut bss.watch_gen, next);
+            }
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// The cgroup ids watched (subtree roots).
+    pub fn watched_cgroups(&self) -> impl Iterator<Item = u64> + '_ {
+        self.cgroups.iter().copied()
     }
 
     /// Makes exactly `cpus` emit transition events (the slots of every CPU

@@ -126,9 +126,19 @@ impl Source {
         }
     }
 
-    /// Watches the cgroup v2 at `dir`; returns its id.
+    /// Watches the cgroup v2 at `dir` and every group below it; returns
+    /// its id.
     pub fn watch_cgroup_path(&mut self, dir: &Path) -> Result<u64, BpfError> {
         both!(self, s => s.watch_cgroup_path(dir))
+    }
+
+    /// Stops watching the subtree at `dir` (watched as `id`; the directory
+    /// may be gone); returns whether it was watched.
+    pub fn unwatch_cgroup(&mut self, dir: &Path, id: u64) -> Result<bool, BpfError> {
+        match self {
+            Source::Bpf(s) => s.unwatch_cgroup_id(id),
+            Source::Poll(p, _) => Ok(p.unwatch_cgroup_path(dir)),
+        }
     }
 
     /// Makes exactly `cpus` emit transition events.

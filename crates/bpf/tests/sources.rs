@@ -377,3 +377,129 @@ fn bpf_announces_busy_edges_at_the_wakeup_when_asked() {
         }
     }
 }
+
+/// The mount point of the v2 (default) hierarchy: `/sys/fs/cgroup` on a
+/// unified host, `/sys/fs/cgroup/unified` on a hybrid one.
+fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(f[1]))
+        })
+}
+
+/// Cgroup directories made for a test, removed (deepest first, processes
+/// left in them moved to the v2 root) when dropped.
+struct TestCgroups {
+    root: std::path::PathBuf,
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl TestCgroups {
+    fn make(&mut self, rel: &str) -> std::path::PathBuf {
+        let d = self.root.join(rel);
+        std::fs::create_dir_all(&d).unwrap();
+        let mut p = d.clone();
+        while p != self.root {
+            if !self.dirs.contains(&p) {
+                self.dirs.push(p.clone());
+            }
+            p = p.parent().unwrap().to_path_buf();
+        }
+        d
+    }
+}
+
+impl Drop for TestCgroups {
+    fn drop(&mut self) {
+        self.dirs
+            .sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for d in &self.dirs {
+            for pid in elfen_bpf::proc::cgroup_procs(d) {
+                let _ = std::fs::write(self.root.join("cgroup.procs"), pid.to_string());
+            }
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// Events of `tgid` becoming busy on `cpu` within `window`.
+fn busy_events_of(src: &mut SchedSource, tgid: u32, cpu: u32, window: Duration) -> usize {
+    let mut n = 0;
+    let end = Instant::now() + window;
+    while Instant::now() < end {
+        src.wait_events(Duration::from_millis(20), |e| {
+            n += usize::from(e.busy && !e.woken && e.cpu == cpu && e.tgid == tgid);
+        })
+        .unwrap();
+    }
+    n
+}
+
+/// A watched cgroup is a subtree: a task in a group below it is LC (the
+/// program walks the task's cgroup's ancestors), a task moved out of it is
+/// not, one moved into another group below it is again, and after the
+/// subtree is unwatched none is (the cached verdicts are decided again).
+#[test]
+fn bpf_watches_a_cgroup_subtree() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        elfen_cmd::skip::skip(elfen_cmd::skip::Need::Root, "creating cgroups");
+        return;
+    }
+    let Some(v2) = cgroup2_mount() else {
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::CgroupV2("tree".into()),
+            "no cgroup2 file system is mounted",
+        );
+        return;
+    };
+    let cpu = test_cpu();
+    let Some(mut src) = bpf_or_skip(&Options {
+        watched_cpus: Some(vec![cpu]),
+        announce_wakeups: false,
+        ..Options::default()
+    }) else {
+        return;
+    };
+    let top_name = format!("elfen-btest-{}", std::process::id());
+    let mut cg = TestCgroups {
+        root: v2.clone(),
+        dirs: Vec::new(),
+    };
+    let top = cg.make(&top_name);
+    let deep = cg.make(&format!("{top_name}/a/b"));
+    let shallow = cg.make(&format!("{top_name}/c"));
+    let outside = cg.make(&format!("{top_name}-outside"));
+    let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    let join = |dir: &std::path::Path| {
+        std::fs::write(dir.join("cgroup.procs"), child.pid().to_string()).unwrap()
+    };
+    join(&deep);
+    let id = src.watch_cgroup_path(&top).unwrap();
+    assert_eq!(src.watched_cgroups().collect::<Vec<_>>(), [id]);
+    let n = busy_events_of(&mut src, child.pid(), cpu, Duration::from_millis(800));
+    assert!(n > 0, "a task two levels below the watched cgroup is LC");
+
+    join(&outside);
+    std::thread::sleep(Duration::from_millis(20)); // the running period ends
+    src.wait_events(Duration::ZERO, |_| {}).unwrap(); // events from before
+    let n = busy_events_of(&mut src, child.pid(), cpu, Duration::from_millis(500));
+    assert_eq!(n, 0, "a task moved out of the subtree is not LC");
+
+    join(&shallow);
+    let n = busy_events_of(&mut src, child.pid(), cpu, Duration::from_millis(800));
+    assert!(
+        n > 0,
+        "a task moved into another group of the subtree is LC"
+    );
+
+    assert!(src.unwatch_cgroup_id(id).unwrap());
+    std::thread::sleep(Duration::from_millis(20));
+    src.wait_events(Duration::ZERO, |_| {}).unwrap();
+    let n = busy_events_of(&mut src, child.pid(), cpu, Duration::from_millis(500));
+    assert_eq!(n, 0, "after the subtree is unwatched its tasks are not LC");
+    drop(child);
+}

@@ -29,6 +29,9 @@ pub struct Executor {
     pub(crate) hier: Hierarchy,
     pub(crate) state: StateStore,
     restore_on_drop: bool,
+    /// The group delegated to this process: no `cgroup.subtree_control`
+    /// above it is written ([`Executor::set_delegated`]).
+    delegated: Option<GroupPath>,
 }
 
 impl Executor {
@@ -42,6 +45,7 @@ impl Executor {
             hier,
             state: StateStore { path: None, rec },
             restore_on_drop: false,
+            delegated: None,
         }
     }
 
@@ -73,6 +77,7 @@ impl Executor {
                     rec,
                 },
                 restore_on_drop: false,
+                delegated: None,
             };
             report = old.restore_all();
             if !old.state.rec.is_empty() {
@@ -102,6 +107,7 @@ impl Executor {
                 rec,
             },
             restore_on_drop: false,
+            delegated: None,
         };
         Ok((ex, report))
     }
@@ -127,6 +133,7 @@ impl Executor {
                 rec,
             },
             restore_on_drop: false,
+            delegated: None,
         };
         Ok(ex.restore_all())
     }
@@ -138,6 +145,15 @@ impl Executor {
     pub fn restore_on_drop(mut self, on: bool) -> Executor {
         self.restore_on_drop = on;
         self
+    }
+
+    /// Confines the executor to the subtree delegated to this process (a
+    /// systemd unit with `Delegate=yes`): turning a controller on in the
+    /// `cgroup.subtree_control` of a group above `base` is refused (that
+    /// file is the manager's), so a group created below `base` can use
+    /// only the controllers delegated to it. `None`: no limit.
+    pub fn set_delegated(&mut self, base: Option<GroupPath>) {
+        self.delegated = base;
     }
 
     /// The hierarchy driven.
@@ -279,6 +295,18 @@ impl Executor {
             .collect();
         if missing.is_empty() {
             return Ok(());
+        }
+        if let Some(base) = self.delegated.as_ref().filter(|b| !group.is_within(b)) {
+            let names: Vec<&str> = missing.iter().filter_map(|c| c.v2_name()).collect();
+            return Err(CgroupError::unsupported(
+                file,
+                format!(
+                    "{} would have to be turned on here, above {base}, the group delegated to this \
+                     process: that is its manager's file (delegate the controller to the unit: \
+                     Delegate=yes)",
+                    names.join(" ")
+                ),
+            ));
         }
         let mut dirty = false;
         for &ctl in &missing {

@@ -19,6 +19,10 @@
 //!   and weight — skipping values already in
 //!   place, ordering hierarchical cpuset writes, refusing bad input before
 //!   the first write;
+//! - resolves the **names the host uses** — systemd units and slices,
+//!   containers, Kubernetes pods and QoS classes — to groups
+//!   ([`HostNames`], [`select`]), and says who owns a group and whether
+//!   this process's own group is delegated to it ([`host`]);
 //! - records in a **state file** (atomically, before each change) the
 //!   groups it created and the original value of every knob it changes on
 //!   groups it did not, so [`Executor::restore_all`] (clean shutdown) and
@@ -53,11 +57,13 @@ mod executor;
 mod freezer;
 mod fsio;
 mod group;
+pub mod host;
 mod kill;
 mod knob;
 mod layout;
 pub mod measure;
 mod restore;
+pub mod select;
 mod state;
 mod usage;
 
@@ -66,6 +72,7 @@ pub use error::{CgroupError, Result};
 pub use executor::Executor;
 pub use freezer::{FreezeOutcome, FreezerState};
 pub use group::{Group, GroupPath};
+pub use host::{Delegation, HostSituation, Owner};
 pub use kill::{KILL_TIMEOUT, KillReport, KillTarget, Survivor};
 pub use knob::{Device, Knob, KnobKind, shares_to_weight, weight_to_shares};
 pub use layout::{
@@ -73,5 +80,6 @@ pub use layout::{
     detect_layout,
 };
 pub use restore::{RestoreAction, RestoreReport};
+pub use select::{HostFiles, HostNames, QosClass, Resolved, SelectError, Selector};
 pub use state::{CreatedEntry, EnabledEntry, OriginalEntry, STATE_VERSION, StateRecord};
 pub use usage::IoStat;

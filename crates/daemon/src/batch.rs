@@ -22,13 +22,22 @@
 //! a SIGKILL of the daemon only the command's own process dies with it;
 //! the rest stays in the group, and the next start's recovery kills it
 //! before it removes the group — it never runs outside a group. An
-//! operator's group (`cgroup = ...`) is never signalled.
+//! operator's group (`cgroup = ...`, or a group the host names: a slice, a
+//! unit, a pod) is never signalled and none of its processes is moved.
+//!
+//! Where the groups of commands live is the plan's [`Placement`]: at the
+//! root of each hierarchy (`elfen-daemon-<pid>/<name>`), or, on a systemd
+//! host, below the daemon's own delegated group (`<group>/batch-<name>`),
+//! after the daemon has moved itself into the leaf `<group>/daemon`
+//! ([`enter_delegated_leaf`]). A group that follows a unit that restarts
+//! gets its knobs again ([`BatchGroup::reapply`]).
 
 use crate::config::{IdleMethod, Mode};
 use crate::error::DaemonError;
 use crate::health::Health;
+use crate::placement::Placement;
 use crate::plan::{GroupPlan, GroupSource};
-use elfen_cgroup::{Controller, Executor, Group, KILL_TIMEOUT, Knob};
+use elfen_cgroup::{Controller, Executor, Group, GroupPath, Hierarchy, KILL_TIMEOUT, Knob};
 use elfen_cmd::proc::{SchedClass, set_sched};
 use elfen_ops::health::DaemonKnob;
 use std::collections::BTreeMap;
@@ -81,6 +90,52 @@ fn set_class(tid: u32, c: Class) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Under a delegated placement: moves this process (all its threads) into
+/// the leaf `<its group>/daemon` (made if missing), so that its own group
+/// holds no process and can hand controllers to the groups of commands
+/// (systemd's rule for delegated groups). Refused, naming them, when other
+/// processes stay in its group. Returns the leaf. The leaf is not removed
+/// at the stop (the daemon is in it until it exits); systemd removes the
+/// unit's groups when the unit stops.
+pub fn enter_delegated_leaf(
+    placement: &Placement,
+    h: &Hierarchy,
+) -> Result<Option<GroupPath>, DaemonError> {
+    let (Some(leaf), Some(base), Some(tree)) =
+        (placement.daemon_leaf(), placement.boundary(), h.unified())
+    else {
+        return Ok(None);
+    };
+    let dir = tree.join(leaf.as_str());
+    if !dir.is_dir() {
+        std::fs::create_dir(&dir)
+            .map_err(|e| DaemonError::os(format!("creating {}", dir.display()), e))?;
+    }
+    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).map_err(|e| {
+        DaemonError::os(
+            format!(
+                "moving the daemon into {} (its delegated leaf)",
+                dir.display()
+            ),
+            e,
+        )
+    })?;
+    let left = elfen_bpf::proc::cgroup_procs(&tree.join(base.as_str()));
+    if !left.is_empty() {
+        let pids: Vec<String> = left.iter().map(u32::to_string).collect();
+        return Err(DaemonError::thread(
+            "placement",
+            format!(
+                "the daemon's group {base} still holds processes besides the daemon (pid {}): \
+                 a group that hands controllers to its children may hold none itself; start the \
+                 daemon directly from its unit (no wrapper left running in it)",
+                pids.join(", ")
+            ),
+        ));
+    }
+    Ok(Some(leaf))
 }
 
 /// A batch group the daemon drives.
@@ -150,6 +205,40 @@ impl BatchGroup {
         Ok(g)
     }
 
+    /// Applies the group's start knobs again (its cpuset, how it yields)
+    /// where they no longer hold: the group it follows was made anew (a
+    /// unit restarted), or its owner wrote over them (systemd applies a
+    /// unit's CPU settings again at a daemon-reload). Returns what was
+    /// written (nothing when every value still held).
+    pub fn reapply(&mut self, ex: &mut Executor) -> Result<Vec<String>, DaemonError> {
+        let mut written = Vec::new();
+        if let Some(cpus) = &self.plan.confine {
+            let knob = Knob::CpusetCpus(cpus.clone());
+            if !ex.set(&self.group, knob.clone())?.is_noop() {
+                written.push(format!("{knob} on {}", self.group.path()));
+            }
+        }
+        if let Some(y) = &self.plan.cpu_yield {
+            for p in &y.groups {
+                let g = ex.open_group(p.as_str(), &[Controller::Cpu])?;
+                if !ex.set(&g, y.knob.clone())?.is_noop() {
+                    written.push(format!("{} on {p}", y.knob));
+                }
+            }
+        }
+        self.idle_threads(ex, None);
+        Ok(written)
+    }
+
+    /// Whether every directory of the group exists.
+    pub fn present(&self, ex: &Executor) -> bool {
+        self.group.controllers().iter().all(|&c| {
+            ex.hierarchy()
+                .group_dir(c, self.group.path())
+                .is_ok_and(|d| d.is_dir())
+        })
+    }
+
     /// The `cgroup.procs` files of the group, one per distinct directory.
     fn procs_files(&self, ex: &Executor) -> Result<Vec<PathBuf>, DaemonError> {
         let mut out: Vec<PathBuf> = Vec::new();
@@ -182,6 +271,10 @@ impl BatchGroup {
         cmd.args(args)
             .stdin(Stdio::null())
             .env("ELFEN_PAGE", &env.page);
+        // the service manager's socket is the daemon's, not the command's
+        for v in elfen_ops::notify::ENV {
+            cmd.env_remove(v);
+        }
         if let Some(l) = env.lane {
             cmd.env("ELFEN_LANE", l.to_string());
         }

@@ -30,7 +30,9 @@ blind (the group's cpuset follows the CPUs the LC leaves idle). Every cgroup cha
 recorded in a state file first: SIGTERM restores everything (a batch command is stopped with \
 all it forked), and the next start repairs what a killed daemon left. Exit status: 0 after a \
 clean stop, 1 on an error, 3 when a batch group's cgroup was removed under the daemon \
-(on_group_lost = \"stop\"). See docs/daemon.md.";
+(on_group_lost = \"stop\"), 78 when the configuration is refused (nothing applied; --check \
+too). Under systemd (Type=notify) it says READY=1 once it protects and feeds the watchdog \
+from its heartbeat. See docs/daemon.md.";
 
 /// Arguments of `elfen daemon`.
 #[derive(Debug, Args)]
@@ -39,7 +41,7 @@ pub struct DaemonArgs {
     /// The configuration file (TOML; see configs/daemon/).
     #[arg(long, value_name = "FILE", required = true)]
     pub config: Option<PathBuf>,
-    /// Validate the configuration against this machine and exit: 0 valid, 1 not.
+    /// Validate the configuration against this machine and exit: 0 valid, 78 not.
     #[arg(long)]
     pub check: bool,
     /// Measurements and helpers.
@@ -136,10 +138,28 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     }
 }
 
+/// The exit status of `elfen daemon` (and `--check`) when the
+/// configuration is refused (`EX_CONFIG` of sysexits.h): nothing was
+/// applied, and starting again will not help — the systemd unit's
+/// `RestartPreventExitStatus=78` does not restart it.
+pub const EXIT_CONFIG: i32 = 78;
+
+/// Says a refused configuration and exits with [`EXIT_CONFIG`].
+fn config_refused(e: anyhow::Error) -> ! {
+    crate::logging::error(format!("error: {e:#}"));
+    std::process::exit(EXIT_CONFIG)
+}
+
 fn run_daemon(path: &Path, check: bool) -> anyhow::Result<()> {
-    let config = Config::load(path).context("invalid configuration, nothing applied")?;
+    if !check {
+        crate::logging::init();
+    }
+    let config = Config::load(path)
+        .context("invalid configuration, nothing applied")
+        .unwrap_or_else(|e| config_refused(e));
     let plan = Plan::resolve(&config)
-        .with_context(|| format!("invalid configuration {}, nothing applied", path.display()))?;
+        .with_context(|| format!("invalid configuration {}, nothing applied", path.display()))
+        .unwrap_or_else(|e| config_refused(e));
     if check {
         for n in &plan.notes {
             println!("note: {n}");
@@ -153,8 +173,12 @@ fn run_daemon(path: &Path, check: bool) -> anyhow::Result<()> {
         Ok(_) => Ok(()),
         // a distinct status: a supervisor must not take it for a crash
         Err(e @ crate::DaemonError::GroupLost { .. }) => {
-            eprintln!("elfen daemon: error: {e}");
+            crate::logging::error(format!("error: {e}"));
             std::process::exit(crate::health::EXIT_GROUP_LOST)
+        }
+        // refused at start (a metrics port in use): nothing was applied
+        Err(crate::DaemonError::Config(e)) => {
+            config_refused(anyhow::Error::new(e).context("elfen daemon: nothing applied"))
         }
         Err(e) => Err(anyhow::Error::new(e).context("elfen daemon")),
     }

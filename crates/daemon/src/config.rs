@@ -9,6 +9,7 @@ use crate::isolation::config::{
 };
 pub use crate::protection::fit::HoldSetting;
 use crate::units::ByteSize;
+use elfen_cgroup::{QosClass, Selector};
 use elfen_policy::{PolicyConfig, PolicyKind};
 use elfen_runtime::NapChoice;
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,11 @@ pub struct Config {
     pub pairs: Option<String>,
     /// Where the cgroup hierarchies are mounted (default `/sys/fs/cgroup`).
     pub cgroup_root: PathBuf,
+    /// Where the host's own files are (default `/`): the kubelet's
+    /// `var/log/pods` and `var/lib/kubelet`, docker's and podman's
+    /// container records, read to resolve pod and container names. In a
+    /// container, where the host's root (or those directories) is mounted.
+    pub host_root: PathBuf,
     /// Which freezer freeze mode drives: `auto` (the v1 freezer where one is
     /// mounted, else the v2 `cgroup.freeze`), `v1`, `v2`.
     pub freezer: FreezerChoice,
@@ -82,6 +88,7 @@ impl Default for Config {
             state_file: PathBuf::from(DEFAULT_STATE_FILE),
             pairs: None,
             cgroup_root: elfen_cgroup::default_root(),
+            host_root: PathBuf::from("/"),
             freezer: FreezerChoice::Auto,
             heartbeat_ms: 100,
             on_group_lost: OnGroupLost::Stop,
@@ -254,21 +261,38 @@ impl PolicySection {
     }
 }
 
-/// `[lc]`: the LC service, by exactly one of `pid`, `cgroup`, `comm`.
+/// `[lc]`: the LC service, by exactly one of `pid`, `comm`, `cgroup`,
+/// `unit`, `slice`, `container`, `pod`, `pod_uid`, `qos`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LcSection {
     /// A running process. When it exits, a process with its command name
     /// is looked for (a restart).
     pub pid: Option<u32>,
-    /// A cgroup directory (absolute path). A cgroup v2 directory is watched
-    /// by id in the kernel; a v1 one by its `cgroup.procs`, re-read every
-    /// `rescan_ms`.
+    /// A cgroup directory (absolute path) and every group below it. A
+    /// group of the v2 tree is watched by id in the kernel; of a v1
+    /// hierarchy by the `cgroup.procs` of its subtree, re-read.
     pub cgroup: Option<PathBuf>,
     /// A command name: `/proc/<pid>/comm` or the base name of `argv[0]`.
     /// Every matching process of the LC's user (`user`) is LC. May be
     /// absent at start (waited for).
     pub comm: Option<String>,
+    /// A systemd unit (`redis-server.service`) and every group below its
+    /// cgroup; followed across restarts.
+    pub unit: Option<String>,
+    /// A systemd slice (`lc.slice`) and everything in it.
+    pub slice: Option<String>,
+    /// A docker / podman / CRI container: its id (12 to 64 hex digits, a
+    /// prefix of the full id) or its name.
+    pub container: Option<String>,
+    /// A Kubernetes pod, `"NAMESPACE/NAME"` (resolved through the kubelet's
+    /// pod log directories).
+    pub pod: Option<String>,
+    /// A Kubernetes pod by UID.
+    pub pod_uid: Option<String>,
+    /// Every pod of a Kubernetes QoS class: `guaranteed`, `burstable`,
+    /// `besteffort`.
+    pub qos: Option<QosClass>,
     /// Whose processes a name adopts (a user name or a uid; with `comm`,
     /// and with `pid` for its restarts). Default: the user of the pid, or
     /// of the oldest process found; processes of other users with the
@@ -283,12 +307,82 @@ pub struct LcSection {
     pub lost_rescan_ms: u64,
 }
 
+impl LcSection {
+    /// The host's name for the LC's group (`cgroup`, `unit`, `slice`,
+    /// `container`, `pod`, `pod_uid`, `qos`), with its key; `None` with
+    /// `pid` or `comm`.
+    pub fn selector(&self) -> Result<Option<(Selector, &'static str)>, ConfigError> {
+        let dir = self.cgroup.clone().map(Selector::Dir);
+        host_selector(
+            "lc",
+            [("cgroup", dir)],
+            HostKeys {
+                unit: &self.unit,
+                slice: &self.slice,
+                container: &self.container,
+                pod: &self.pod,
+                pod_uid: &self.pod_uid,
+                qos: self.qos,
+            },
+        )
+    }
+}
+
+/// The keys of `[lc]` and `[[batch]]` that name a group the host's way.
+struct HostKeys<'a> {
+    unit: &'a Option<String>,
+    slice: &'a Option<String>,
+    container: &'a Option<String>,
+    pod: &'a Option<String>,
+    pod_uid: &'a Option<String>,
+    qos: Option<QosClass>,
+}
+
+/// The one selector among `extra` and the host keys (`None` if none is
+/// given; more than one is the caller's error), checked for form.
+fn host_selector<const N: usize>(
+    section: &str,
+    extra: [(&'static str, Option<Selector>); N],
+    k: HostKeys<'_>,
+) -> Result<Option<(Selector, &'static str)>, ConfigError> {
+    let pod = match k.pod {
+        Some(p) => Some(
+            Selector::pod(p)
+                .map_err(|e| ConfigError::new(format!("{section}.pod"), e.to_string()))?,
+        ),
+        None => None,
+    };
+    let all = extra.into_iter().chain([
+        ("unit", k.unit.clone().map(Selector::Unit)),
+        ("slice", k.slice.clone().map(Selector::Slice)),
+        ("container", k.container.clone().map(Selector::Container)),
+        ("pod", pod),
+        ("pod_uid", k.pod_uid.clone().map(Selector::PodUid)),
+        ("qos", k.qos.map(Selector::Qos)),
+    ]);
+    let mut found = None;
+    for (key, sel) in all {
+        if let Some(sel) = sel {
+            sel.validate()
+                .map_err(|e| ConfigError::new(format!("{section}.{key}"), e.to_string()))?;
+            found.get_or_insert((sel, key));
+        }
+    }
+    Ok(found)
+}
+
 impl Default for LcSection {
     fn default() -> Self {
         LcSection {
             pid: None,
             cgroup: None,
             comm: None,
+            unit: None,
+            slice: None,
+            container: None,
+            pod: None,
+            pod_uid: None,
+            qos: None,
             user: None,
             liveness_ms: 100,
             rescan_ms: 1000,
@@ -626,10 +720,25 @@ pub struct BatchSection {
     /// An existing cgroup, as a path below each controller's root
     /// (`batch/jobs` = `/sys/fs/cgroup/<controller>/batch/jobs` on v1).
     pub cgroup: Option<String>,
-    /// Or a command the daemon starts (argv) in a group it creates,
-    /// `elfen-daemon-<pid>/<name>`, and stops at exit. It gets `ELFEN_PAGE`
-    /// and, with one batch lane, `ELFEN_LANE`.
+    /// Or a command the daemon starts (argv) in a group it creates —
+    /// below its own delegated group on a systemd host
+    /// (`<its unit's group>/batch-<name>`), else `elfen-daemon-<pid>/<name>`
+    /// — and stops at exit. It gets `ELFEN_PAGE` and, with one batch lane,
+    /// `ELFEN_LANE`.
     pub command: Option<Vec<String>>,
+    /// Or a systemd slice (`batch.slice`) the batch work runs in.
+    pub slice: Option<String>,
+    /// Or a systemd unit's group (`nightly.service`); a restart of the unit
+    /// is followed (its knobs are applied again).
+    pub unit: Option<String>,
+    /// Or a container (id or name).
+    pub container: Option<String>,
+    /// Or a Kubernetes pod, `"NAMESPACE/NAME"`.
+    pub pod: Option<String>,
+    /// Or a Kubernetes pod by UID.
+    pub pod_uid: Option<String>,
+    /// Or a Kubernetes QoS class's group (`besteffort`, `burstable`).
+    pub qos: Option<QosClass>,
     /// Confine the group to the batch lanes with its cpuset (default: true
     /// in modes guard and auto, where batch work must not flee to a
     /// request lane).
@@ -660,6 +769,12 @@ impl Default for BatchSection {
             mode: Mode::Guard,
             cgroup: None,
             command: None,
+            slice: None,
+            unit: None,
+            container: None,
+            pod: None,
+            pod_uid: None,
+            qos: None,
             confine: None,
             idle_method: IdleMethod::Auto,
             priority: 0,
@@ -673,6 +788,33 @@ impl Default for BatchSection {
 }
 
 impl BatchSection {
+    /// The host's name for an existing group (`slice`, `unit`,
+    /// `container`, `pod`, `pod_uid`, `qos`), with its key; `None` for
+    /// `cgroup` and `command`.
+    pub fn selector(&self, field: &str) -> Result<Option<(Selector, &'static str)>, ConfigError> {
+        host_selector(
+            field,
+            [],
+            HostKeys {
+                unit: &self.unit,
+                slice: &self.slice,
+                container: &self.container,
+                pod: &self.pod,
+                pod_uid: &self.pod_uid,
+                qos: self.qos,
+            },
+        )
+    }
+
+    /// Whether the group's name follows a unit, container or pod that may
+    /// stop and come back (a restart in place is followed).
+    pub fn follows(&self) -> bool {
+        self.unit.is_some()
+            || self.container.is_some()
+            || self.pod.is_some()
+            || self.pod_uid.is_some()
+    }
+
     /// Whether the group is confined to the batch lanes.
     pub fn confined(&self) -> bool {
         self.confine
@@ -788,15 +930,30 @@ impl Config {
 
     fn check_lc(&self) -> Result<(), ConfigError> {
         let lc = &self.lc;
-        let n = usize::from(lc.pid.is_some())
-            + usize::from(lc.cgroup.is_some())
-            + usize::from(lc.comm.is_some());
+        let n = [
+            lc.pid.is_some(),
+            lc.cgroup.is_some(),
+            lc.comm.is_some(),
+            lc.unit.is_some(),
+            lc.slice.is_some(),
+            lc.container.is_some(),
+            lc.pod.is_some(),
+            lc.pod_uid.is_some(),
+            lc.qos.is_some(),
+        ]
+        .into_iter()
+        .filter(|&b| b)
+        .count();
         if n != 1 {
             return Err(ConfigError::new(
                 "lc",
-                format!("name the LC service by exactly one of pid, cgroup, comm ({n} given)"),
+                format!(
+                    "name the LC service by exactly one of pid, comm, cgroup, unit, slice, \
+                     container, pod, pod_uid, qos ({n} given)"
+                ),
             ));
         }
+        let group = lc.selector()?;
         if lc.pid == Some(0) {
             return Err(ConfigError::new("lc.pid", "0 is not a process"));
         }
@@ -820,10 +977,13 @@ impl Config {
             if u.trim().is_empty() {
                 return Err(ConfigError::new("lc.user", "a user name or uid, not empty"));
             }
-            if lc.cgroup.is_some() {
+            if let Some((_, key)) = &group {
                 return Err(ConfigError::new(
                     "lc.user",
-                    "applies to pid and comm: a cgroup's processes are what its owner put there",
+                    format!(
+                        "applies to pid and comm, not {key}: a group's processes are what its \
+                         owner put there"
+                    ),
                 ));
             }
         }
@@ -978,13 +1138,38 @@ fn check_batch(i: usize, b: &BatchSection, before: &[BatchSection]) -> Result<()
             "blind isolation drives the group's cpuset itself: leave confine out",
         ));
     }
+    let named = [
+        b.cgroup.is_some(),
+        b.command.is_some(),
+        b.slice.is_some(),
+        b.unit.is_some(),
+        b.container.is_some(),
+        b.pod.is_some(),
+        b.pod_uid.is_some(),
+        b.qos.is_some(),
+    ]
+    .into_iter()
+    .filter(|&x| x)
+    .count();
+    if named != 1 {
+        return Err(ConfigError::new(
+            format!("batch[{i}]"),
+            "give exactly one of cgroup (an existing group), command (started by the daemon), \
+             slice, unit, container, pod, pod_uid or qos (the host's name for an existing group)",
+        ));
+    }
+    if b.qos == Some(QosClass::Guaranteed) {
+        return Err(ConfigError::new(
+            f("qos"),
+            "guaranteed pods have no group of their own class (each sits directly under \
+             kubepods): a batch group is one group — name the pod (pod, pod_uid) or use \
+             besteffort / burstable",
+        ));
+    }
+    b.selector(&format!("batch[{i}]"))?;
     match (&b.cgroup, &b.command) {
-        (Some(_), Some(_)) | (None, None) => {
-            return Err(ConfigError::new(
-                format!("batch[{i}]"),
-                "give exactly one of cgroup (an existing group) or command (started by the daemon)",
-            ));
-        }
+        (None, None) => {}
+        (Some(_), Some(_)) => unreachable!("counted: exactly one"),
         (Some(g), None) => {
             if g.trim_matches('/').is_empty() {
                 return Err(ConfigError::new(

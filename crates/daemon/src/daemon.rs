@@ -238,7 +238,7 @@ fn group_thread_priority(plan: &Plan) -> u8 {
 }
 
 fn log(msg: impl std::fmt::Display) {
-    eprintln!("elfen daemon: {msg}");
+    crate::logging::info(msg);
 }
 
 impl Daemon {
@@ -322,7 +322,7 @@ impl Daemon {
             }
             Err(e) => {
                 let r = d.shutdown();
-                log(format!("start failed; given back:\n{r}"));
+                crate::logging::error(format!("start failed; given back:\n{r}"));
                 Err(e)
             }
         }
@@ -338,6 +338,12 @@ impl Daemon {
                 _ => None,
             },
         };
+        if let (Some(ex), Some(h)) = (&self.executor, &plan.hierarchy) {
+            // on a systemd host: into its delegated leaf, and no write above it
+            crate::batch::enter_delegated_leaf(&plan.placement, h)?;
+            let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+            ex.set_delegated(plan.placement.boundary());
+        }
         for g in &plan.groups {
             let ex = self.executor.as_ref().expect("a hierarchy for groups");
             let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
@@ -497,6 +503,17 @@ impl Daemon {
             }
             self.drivers.push(d);
         }
+        self.health.set_about(elfen_ops::health::DaemonAbout {
+            lc: plan.lc.to_string(),
+            lc_groups: Vec::new(),
+            host: plan.host.describe(),
+            placement: plan.placement.describe(),
+            policy: plan.describe_policy(),
+            source: self
+                .writer
+                .as_ref()
+                .map_or(String::new(), |w| w.source().to_string()),
+        });
         Ok(())
     }
 
@@ -620,6 +637,7 @@ impl Daemon {
             match n {
                 Notice::Restarted { .. } => self.lc_restarts += 1,
                 Notice::Ignored { .. } => self.health.lc_ignored(),
+                Notice::Moved { groups } => self.health.set_lc_groups(groups.clone()),
                 _ => {}
             }
         }
@@ -650,7 +668,7 @@ impl Daemon {
         if now >= self.next_rescan {
             self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
             if let Some(ex) = &self.executor {
-                let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+                let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
                 for (i, g) in self.groups.iter_mut().enumerate() {
                     let n = g.idle_threads(&ex, Some((&self.health, i)));
                     if n > 0 {
@@ -658,6 +676,15 @@ impl Daemon {
                             "batch {}: {n} new threads set SCHED_IDLE",
                             g.plan.name
                         ));
+                    }
+                    if g.plan.follows {
+                        out.extend(follow(g, i, &mut ex, &self.health));
+                        if self.health.is_waiting(i) {
+                            continue;
+                        }
+                    }
+                    if !g.is_owned() && g.present(&ex) {
+                        out.extend(reassert(g, &mut ex));
                     }
                     for &c in g.group.controllers() {
                         let Ok(dir) = ex.hierarchy().group_dir(c, g.group.path()) else {
@@ -809,7 +836,7 @@ impl Daemon {
                     "cpuset or freeze"
                 }
             );
-            log(format!("batch {}: DEGRADED: {how}", g.plan.name));
+            crate::logging::warn(format!("batch {}: DEGRADED: {how}", g.plan.name));
             self.health.set_fallback(i, how);
             // at once, not at the next rescan
             if let Some(ex) = &self.executor {
@@ -864,6 +891,17 @@ impl Daemon {
             }
             Err(_) => {}
         }
+    }
+
+    /// One line for the service manager's status: what is protected and
+    /// how many batch groups.
+    pub fn status_line(&self) -> String {
+        format!(
+            "protecting {}; {} batch group{}",
+            self.plan.lc,
+            self.groups.len(),
+            if self.groups.len() == 1 { "" } else { "s" }
+        )
     }
 
     /// The metrics endpoint's address, when it runs.
@@ -1046,6 +1084,71 @@ fn writer_hold(plan: &Plan, may_guard: bool) -> Option<Hold> {
     Some(Hold::new(b.request_lane, *cpu))
 }
 
+/// A batch group that follows a unit, container or pod: its group gone,
+/// it waits (said once); back, its knobs are applied again (said).
+fn follow(
+    g: &mut BatchGroup,
+    i: usize,
+    ex: &mut elfen_cgroup::Executor,
+    health: &Health,
+) -> Option<String> {
+    let what = g
+        .plan
+        .named
+        .clone()
+        .unwrap_or_else(|| g.plan.path.to_string());
+    if !g.present(ex) {
+        return health
+            .set_waiting(
+                i,
+                format!(
+                    "{what} runs nothing now: its cgroup {} is gone",
+                    g.plan.path
+                ),
+            )
+            .then(|| {
+                format!(
+                    "batch {}: {what} stopped (its cgroup {} is gone): waiting for it",
+                    g.plan.name, g.plan.path
+                )
+            });
+    }
+    if !health.is_waiting(i) {
+        return None;
+    }
+    Some(match g.reapply(ex) {
+        Ok(_) => {
+            health.clear_waiting(i);
+            format!(
+                "batch {}: {what} is back (cgroup {}): its knobs are applied again",
+                g.plan.name, g.plan.path
+            )
+        }
+        Err(e) => format!(
+            "batch {}: {what} is back but its knobs could not be applied yet: {e}",
+            g.plan.name
+        ),
+    })
+}
+
+/// An existing group's start knobs written again where its owner wrote
+/// over them (said, with what).
+fn reassert(g: &mut BatchGroup, ex: &mut elfen_cgroup::Executor) -> Option<String> {
+    match g.reapply(ex) {
+        Ok(w) if w.is_empty() => None,
+        Ok(w) => Some(format!(
+            "batch {}: {} changed under the daemon (by the group's owner: systemd writes a \
+             unit's CPU settings again at a daemon-reload): written again",
+            g.plan.name,
+            w.join(", ")
+        )),
+        Err(e) => Some(format!(
+            "batch {}: its knobs could not be checked: {e}",
+            g.plan.name
+        )),
+    }
+}
+
 /// `elfen daemon`: applies `plan`, keeps it until `stop` is set (the
 /// SIGTERM/SIGINT flag), gives everything back. Errors after start are
 /// returned after the give-back.
@@ -1086,6 +1189,11 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
         log(format!("metrics at http://{a}/metrics"));
     }
     log("running (SIGTERM or SIGINT to stop and restore)");
+    // under systemd (Type=notify): ready now; the heartbeat feeds the watchdog
+    let mut notifier = elfen_ops::notify::Notifier::from_env();
+    if let Some(n) = &notifier {
+        let _ = n.ready(&d.status_line());
+    }
     let mut failure = None;
     while !stop.load(Relaxed) {
         match d.tick() {
@@ -1095,7 +1203,13 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
                 break;
             }
         }
+        if let Some(n) = &mut notifier {
+            let _ = n.watchdog();
+        }
         std::thread::sleep(every);
+    }
+    if let Some(n) = &notifier {
+        let _ = n.stopping("stopping: restoring what was changed");
     }
     for m in d.tick().unwrap_or_default() {
         log(m);

@@ -372,7 +372,7 @@ impl State {
     fn error(&mut self, e: String) {
         if self.report.errors.len() < 8 {
             if self.reporter.is_none() {
-                eprintln!("elfen daemon: freezer of {}: {e}", self.report.group);
+                crate::logging::warn(format!("freezer of {}: {e}", self.report.group));
             }
             self.report.errors.push(e);
         }

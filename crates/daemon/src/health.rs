@@ -28,7 +28,7 @@ use crate::config::Mode;
 use crate::plan::GroupPlan;
 use elfen_cgroup::CgroupError;
 use elfen_ops::health::{
-    DaemonHealth, DaemonKnob, GroupHealth, GroupState, HEALTH_SCHEMA, KnobFailures,
+    DaemonAbout, DaemonHealth, DaemonKnob, GroupHealth, GroupState, HEALTH_SCHEMA, KnobFailures,
 };
 use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
@@ -70,6 +70,11 @@ struct GroupLive {
     lost: Mutex<Option<String>>,
     fallback: Mutex<Option<String>>,
     protection: Mutex<Option<elfen_ops::health::ProtectionState>>,
+    /// The group follows a unit, container or pod: gone, it waits.
+    follows: bool,
+    waiting: Mutex<Option<String>>,
+    named: Option<String>,
+    owner: Option<String>,
 }
 
 fn slot(k: DaemonKnob) -> usize {
@@ -84,6 +89,7 @@ fn slot(k: DaemonKnob) -> usize {
 pub struct Health {
     groups: Vec<GroupLive>,
     lc_ignored: AtomicU64,
+    about: Mutex<Option<DaemonAbout>>,
 }
 
 /// A handle for one group's writer thread (freezer, blind isolation).
@@ -126,9 +132,31 @@ impl Health {
                     lost: Mutex::new(None),
                     fallback: Mutex::new(None),
                     protection: Mutex::new(None),
+                    follows: g.follows,
+                    waiting: Mutex::new(None),
+                    named: g.named.clone(),
+                    owner: (g.owner != elfen_cgroup::Owner::Operator).then(|| g.owner.describe()),
                 })
                 .collect(),
             lc_ignored: AtomicU64::new(0),
+            about: Mutex::new(None),
+        }
+    }
+
+    /// What the daemon runs (for `elfen status`).
+    pub fn set_about(&self, about: DaemonAbout) {
+        *self.about.lock().unwrap_or_else(|p| p.into_inner()) = Some(about);
+    }
+
+    /// The groups the LC is watched in now.
+    pub fn set_lc_groups(&self, groups: Vec<String>) {
+        if let Some(a) = self
+            .about
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            a.lc_groups = groups;
         }
     }
 
@@ -146,7 +174,9 @@ impl Health {
         let i = slot(knob);
         gl.counts[i].fetch_add(1, Relaxed);
         gl.failing[i].store(true, Relaxed);
-        if vanished {
+        if vanished && gl.follows {
+            self.set_waiting(g, format!("its cgroup is gone ({error})"));
+        } else if vanished {
             self.mark_lost(g, format!("its cgroup is gone ({error})"));
         }
         gl.last_error.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(error);
@@ -173,6 +203,48 @@ impl Health {
         }
         *l = Some(reason);
         true
+    }
+
+    /// Group `g` (one that follows a unit, container or pod) runs nothing
+    /// now: its cgroup went with it. True the first time.
+    pub fn set_waiting(&self, g: usize, reason: String) -> bool {
+        let Some(gl) = self.groups.get(g) else {
+            return false;
+        };
+        let mut w = gl.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let first = w.is_none();
+        if first {
+            *w = Some(reason);
+        }
+        first
+    }
+
+    /// Group `g` is back (its knobs applied again): no longer waiting, its
+    /// failing knobs cleared. True if it was waiting.
+    pub fn clear_waiting(&self, g: usize) -> bool {
+        let Some(gl) = self.groups.get(g) else {
+            return false;
+        };
+        let was = gl
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some();
+        if was {
+            gl.failing.iter().for_each(|f| f.store(false, Relaxed));
+        }
+        was
+    }
+
+    /// Whether group `g` waits for its unit, container or pod.
+    pub fn is_waiting(&self, g: usize) -> bool {
+        self.groups.get(g).is_some_and(|gl| {
+            gl.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+        })
     }
 
     /// Records that group `g` is protected another way now (`how`).
@@ -232,6 +304,13 @@ impl Health {
         };
         if gl.lost.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
             GroupState::Lost
+        } else if gl
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            GroupState::Waiting
         } else if gl.failing.iter().any(|f| f.load(Relaxed))
             || gl
                 .fallback
@@ -276,6 +355,9 @@ impl Health {
                 let state = self.state(g);
                 let reason = match state {
                     GroupState::Lost => gl.lost.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                    GroupState::Waiting => {
+                        gl.waiting.lock().unwrap_or_else(|p| p.into_inner()).clone()
+                    }
                     GroupState::Degraded => Some(
                         gl.fallback
                             .lock()
@@ -297,6 +379,8 @@ impl Health {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .clone(),
+                    named: gl.named.clone(),
+                    owner: gl.owner.clone(),
                 }
             })
             .collect();
@@ -305,6 +389,7 @@ impl Health {
             pid: std::process::id(),
             lc_ignored: self.lc_ignored.load(Relaxed),
             groups,
+            about: self.about.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 
@@ -388,6 +473,9 @@ mod tests {
             cpu_yield: None,
             rungs: vec![mode],
             guard_cpus: None,
+            named: None,
+            owner: elfen_cgroup::Owner::Operator,
+            follows: false,
             iso: Default::default(),
         }
     }
@@ -425,6 +513,22 @@ mod tests {
             Err(io(libc::EACCES))
         });
         assert_eq!(calls, 1, "a lasting error is not retried");
+    }
+
+    #[test]
+    fn a_followed_group_that_vanishes_waits_instead() {
+        let mut p = plan(Mode::Freeze);
+        p.follows = true;
+        let h = Health::new(&[p]);
+        h.failed(0, DaemonKnob::Freeze, &io(libc::ENOENT));
+        assert_eq!(h.state(0), GroupState::Waiting, "its unit stopped");
+        assert!(h.is_waiting(0));
+        let s = h.snapshot();
+        assert!(s.groups[0].reason.as_deref().unwrap().contains("gone"));
+        assert!(!s.troubled(), "waiting is not trouble");
+        assert!(h.clear_waiting(0));
+        assert_eq!(h.state(0), GroupState::Ok, "back, its failing knob cleared");
+        assert_eq!(h.count(0, DaemonKnob::Freeze), 1, "the count stays");
     }
 
     #[test]

@@ -4,9 +4,13 @@
 //!
 //! - [`LcTarget::Pid`]: that process; when it exits, a process with its
 //!   command name is looked for (a restart by a service manager).
-//! - [`LcTarget::Cgroup`]: a cgroup v2 directory is watched by id in the
-//!   kernel (every process in it, from its first context switch, restarts
-//!   included); a v1 directory by its `cgroup.procs`, re-read.
+//! - [`LcTarget::Groups`]: a name the host gives a group — a cgroup
+//!   directory, a systemd unit or slice, a container, a pod, a QoS class —
+//!   and every group below it ([`crate::subtree`]): a group of the v2 tree
+//!   is watched by id in the kernel (every process in the subtree, from its
+//!   first context switch, restarts included); a v1 group by the
+//!   `cgroup.procs` of its subtree, re-read. The name is resolved again as
+//!   the host changes (a unit restarted, a container replaced).
 //! - [`LcTarget::Comm`]: every process whose `comm` or `argv[0]` base name
 //!   matches.
 //!
@@ -23,30 +27,51 @@
 //! every `rescan` (every `lost_rescan` while none is found). A look at
 //! `/proc` reads the `comm` / `cmdline` only of processes not seen before.
 
+use crate::subtree::{Change, GroupTarget, Subtrees};
 use elfen_bpf::Source;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// `statfs` magic of cgroup v2 file systems.
-const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
 /// The LC service to protect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LcTarget {
     /// A process id (then its command name after a restart).
     Pid(u32),
-    /// A cgroup directory (absolute).
-    Cgroup(PathBuf),
+    /// The groups a name of the host selects, each with every group below.
+    Groups(GroupTarget),
     /// A command name (`comm` or the base name of `argv[0]`).
     Comm(String),
+}
+
+impl LcTarget {
+    /// The LC as the processes of the cgroup directory `dir` (of any
+    /// hierarchy under the default root) and of every group below it.
+    pub fn cgroup_dir(dir: std::path::PathBuf) -> Result<LcTarget, elfen_cgroup::CgroupError> {
+        let h = elfen_cgroup::Hierarchy::detect(elfen_cgroup::default_root())?;
+        Ok(LcTarget::Groups(GroupTarget {
+            selector: elfen_cgroup::Selector::Dir(dir),
+            names: elfen_cgroup::HostNames::new(&h, elfen_cgroup::HostFiles::default())
+                .with_systemctl(false),
+        }))
+    }
+
+    /// The cgroup directory it names, when it names one by its directory.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        match self {
+            LcTarget::Groups(GroupTarget {
+                selector: elfen_cgroup::Selector::Dir(d),
+                ..
+            }) => Some(d),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for LcTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LcTarget::Pid(p) => write!(f, "pid {p}"),
-            LcTarget::Cgroup(d) => write!(f, "cgroup {}", d.display()),
+            LcTarget::Groups(g) => write!(f, "{g}"),
             LcTarget::Comm(c) => write!(f, "command {c:?}"),
         }
     }
@@ -171,6 +196,12 @@ pub enum Notice {
         /// The uid whose processes are adopted.
         owner: u32,
     },
+    /// The groups the LC's name selects changed (a unit restarted, a
+    /// container replaced, a pod added): now these directories.
+    Moved {
+        /// The watched groups.
+        groups: Vec<String>,
+    },
     /// A problem that does not stop the daemon.
     Warning(String),
 }
@@ -216,20 +247,13 @@ impl std::fmt::Display for Notice {
                 }
                 write!(f, "; no LC process for {absent_ms:.0} ms")
             }
+            Notice::Moved { groups } => write!(
+                f,
+                "LC service's groups now: {} (and every group below)",
+                groups.join(", ")
+            ),
             Notice::Warning(w) => write!(f, "warning: {w}"),
         }
-    }
-}
-
-/// Whether `dir` is on a cgroup v2 file system.
-pub fn is_cgroup2(dir: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: a zeroed statfs buffer and a NUL-terminated path.
-    unsafe {
-        let mut st: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == CGROUP2_SUPER_MAGIC
     }
 }
 
@@ -304,9 +328,8 @@ pub struct Discovery {
     opts: DiscoveryOptions,
     /// The name to look for (comm targets; a pid target's after it exits).
     name: Option<String>,
-    /// A v2 cgroup watched by id (its id): the kernel follows its processes.
-    by_cgroup_id: bool,
-    cgroup_id: u64,
+    /// A group target's subtrees (their processes are `watched`).
+    groups: Option<Subtrees>,
     /// Processes watched through the source (or, by cgroup id, seen in it).
     watched: BTreeSet<u32>,
     /// Processes seen and found not to match (comm targets), by pid, with
@@ -339,10 +362,9 @@ impl Discovery {
             name: match &target {
                 LcTarget::Comm(c) => Some(c.clone()),
                 LcTarget::Pid(p) => comm_of(*p),
-                LcTarget::Cgroup(_) => None,
+                LcTarget::Groups(_) => None,
             },
-            by_cgroup_id: false,
-            cgroup_id: 0,
+            groups: None,
             owner: match (opts.owner, &target) {
                 (LcOwner::Uid(u), _) => Some(u),
                 (LcOwner::FirstFound, LcTarget::Pid(p)) => {
@@ -366,12 +388,16 @@ impl Discovery {
                 src.watch_tgid(p)?;
                 d.watched.insert(p);
             }
-            LcTarget::Cgroup(dir) if is_cgroup2(&dir) => {
-                d.cgroup_id = src.watch_cgroup_path(&dir)?;
-                d.by_cgroup_id = true;
-                d.watched = elfen_bpf::proc::cgroup_procs(&dir).into_iter().collect();
+            LcTarget::Groups(t) => {
+                let (g, c) = Subtrees::start(t, src);
+                notes.extend(c.warnings.into_iter().map(Notice::Warning));
+                if !g.dirs().is_empty() {
+                    notes.push(Notice::Moved { groups: g.dirs() });
+                }
+                d.watched = g.pids().clone();
+                d.groups = Some(g);
             }
-            LcTarget::Cgroup(_) | LcTarget::Comm(_) => {
+            LcTarget::Comm(_) => {
                 d.rescan(src, &mut notes);
             }
         }
@@ -400,7 +426,10 @@ impl Discovery {
         s.valid()
             && s.tid != 0
             && (self.watched.contains(&s.tgid)
-                || (self.by_cgroup_id && s.cgroup_id != 0 && s.cgroup_id == self.cgroup_id))
+                || self
+                    .groups
+                    .as_ref()
+                    .is_some_and(|g| g.contains_cgroup(s.cgroup_id)))
     }
 
     /// Whether a thread of a watched LC process is running or runnable on
@@ -436,6 +465,13 @@ impl Discovery {
         if !rescan_due && !look_due {
             return;
         }
+        if self.groups.is_some() {
+            if rescan_due {
+                self.next_rescan = now + self.opts.rescan;
+            }
+            self.groups_tick(src, now, rescan_due, out);
+            return;
+        }
         if look_due {
             self.check_alive(src, now, out);
         }
@@ -460,11 +496,66 @@ impl Discovery {
             };
     }
 
+    /// A group target's look: the cheap one every liveness tick (every
+    /// `lost_rescan` while none runs), the full resolution when `full`
+    /// (every rescan); then its processes compared with the last look's.
+    fn groups_tick(&mut self, src: &mut Source, now: Instant, full: bool, out: &mut Vec<Notice>) {
+        let Some(g) = self.groups.as_mut() else {
+            return;
+        };
+        let mut c: Change = g.check(src);
+        // while nothing runs, the name is resolved again often, but not at
+        // every lost_rescan (a resolution may search the whole tree)
+        let lost_period = self.opts.lost_rescan.max(Duration::from_millis(100));
+        let lost_due =
+            g.pids().is_empty() && now.saturating_duration_since(g.last_full()) >= lost_period;
+        if full || lost_due {
+            let r = g.rescan(src);
+            c.rewatched |= r.rewatched;
+            c.moved = r.moved.or(c.moved);
+            c.warnings.extend(r.warnings);
+        }
+        out.extend(c.warnings.into_iter().map(Notice::Warning));
+        if let Some(groups) = c.moved {
+            out.push(Notice::Moved { groups });
+        }
+        let pids = g.pids().clone();
+        // From a new process's start until its group was watched: 0 when
+        // the kernel watched the group before the process started (ages
+        // are read in clock ticks: within one tick counts as before).
+        let unprotected_ms = if g.kernel_follows() {
+            let watched_ms = g.latest_watch().map_or(0.0, |t| {
+                now.saturating_duration_since(t).as_secs_f64() * 1000.0
+            });
+            let tick_ms = 1000.0 / elfen_cmd::proc::ticks_per_s();
+            pids.iter()
+                .filter_map(|&p| age_ms(p))
+                .map(|a| a - watched_ms)
+                .reduce(f64::max)
+                .filter(|&late| late > tick_ms)
+        } else {
+            pids.iter().filter_map(|&p| age_ms(p)).reduce(f64::max)
+        };
+        let appeared = !pids.is_empty() && self.watched.is_empty();
+        if pids.is_empty() && !self.watched.is_empty() {
+            let gone: Vec<u32> = self.watched.iter().copied().collect();
+            out.push(Notice::Lost { pids: gone.clone() });
+            self.lost = Some((now, gone));
+        }
+        self.watched = pids;
+        if appeared {
+            self.on_found_with(now, out, unprotected_ms);
+        }
+        self.next_liveness = now
+            + if self.watched.is_empty() {
+                self.opts.lost_rescan
+            } else {
+                self.opts.liveness
+            };
+    }
+
     /// Drops watched processes that exited.
     fn check_alive(&mut self, src: &mut Source, now: Instant, out: &mut Vec<Notice>) {
-        if self.by_cgroup_id {
-            return; // the rescan reads the group's procs
-        }
         let dead: Vec<u32> = self
             .watched
             .iter()
@@ -489,7 +580,7 @@ impl Discovery {
     /// Looks for LC processes not yet watched.
     fn rescan(&mut self, src: &mut Source, out: &mut Vec<Notice>) {
         let candidates: Vec<u32> = match &self.target {
-            LcTarget::Cgroup(dir) => elfen_bpf::proc::cgroup_procs(dir),
+            LcTarget::Groups(_) => return, // groups_tick
             LcTarget::Pid(_) | LcTarget::Comm(_) => {
                 let Some(name) = self.name.clone() else {
                     return;
@@ -527,16 +618,6 @@ impl Discovery {
                 self.owned_only(hits, now, out)
             }
         };
-        if self.by_cgroup_id {
-            let now: BTreeSet<u32> = candidates.into_iter().collect();
-            if now.is_empty() && !self.watched.is_empty() {
-                let gone: Vec<u32> = self.watched.iter().copied().collect();
-                out.push(Notice::Lost { pids: gone.clone() });
-                self.lost = Some((Instant::now(), gone));
-            }
-            self.watched = now;
-            return;
-        }
         for p in candidates {
             if self.watched.contains(&p) {
                 continue;
@@ -593,14 +674,20 @@ impl Discovery {
 
     /// Reports processes found after a loss (or for the first time).
     fn on_found(&mut self, now: Instant, out: &mut Vec<Notice>) {
+        let unprotected_ms = self
+            .pids()
+            .iter()
+            .filter_map(|&p| age_ms(p))
+            .reduce(f64::max);
+        self.on_found_with(now, out, unprotected_ms);
+    }
+
+    /// [`Discovery::on_found`] with the time the new processes ran
+    /// unwatched (`None`: watched by group in the kernel from their start).
+    fn on_found_with(&mut self, now: Instant, out: &mut Vec<Notice>, unprotected_ms: Option<f64>) {
         let pids = self.pids();
         match self.lost.take() {
             Some((since, from)) if self.found_once => {
-                let unprotected_ms = if self.by_cgroup_id {
-                    None
-                } else {
-                    pids.iter().filter_map(|&p| age_ms(p)).reduce(f64::max)
-                };
                 out.push(Notice::Restarted {
                     from,
                     to: pids,

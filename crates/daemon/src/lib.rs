@@ -28,12 +28,13 @@
 //!   robin, and batch traffic at low priority (a cgroup-skb BPF program).
 //!
 //! Modules: [`config`] (the file; [`units`] its sizes), [`plan`] (every
-//! check before anything is applied), [`lc`] (discovery), [`writer`], [`bell`], [`guard`],
+//! check before anything is applied), [`lc`] (discovery), [`subtree`] (an LC
+//! named by the host's names), [`writer`], [`bell`], [`guard`],
 //! [`freeze`], [`blind`], [`worker`] (how each of those threads starts and
 //! stops), [`batch`] (groups, commands, SCHED_IDLE), [`health`] (failed
 //! knob writes counted, groups degraded or lost), [`isolation`] (memory,
 //! disk I/O and egress of batch groups), [`metrics`], [`daemon`] (the run),
-//! [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC service and
+//! [`logging`] (one event per line, with levels), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC service and
 //! spinner), [`balloon`] (a batch program that grows), [`cli`].
 #![deny(missing_docs)]
 
@@ -51,10 +52,13 @@ pub mod health;
 pub mod helpers;
 pub mod isolation;
 pub mod lc;
+pub mod logging;
 pub mod measure;
 pub mod metrics;
+pub mod placement;
 pub mod plan;
 pub mod protection;
+pub mod subtree;
 pub mod units;
 pub mod worker;
 pub mod writer;

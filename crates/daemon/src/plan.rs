@@ -7,7 +7,11 @@
 use crate::config::{Config, FreezerChoice, IdleMethod, Mode};
 use crate::error::ConfigError;
 use crate::lc::{LcOwner, LcTarget};
-use elfen_cgroup::{Controller, FreezerBackend, GroupPath, Hierarchy, Knob, Layout, StateRecord};
+use crate::placement::{self, Placement};
+use elfen_cgroup::{
+    Controller, FreezerBackend, GroupPath, Hierarchy, HostSituation, Knob, Layout, Owner,
+    StateRecord,
+};
 use elfen_policy::PolicyConfig;
 use elfen_runtime::NapChoice;
 use elfen_shm::{Page, PageSpec, nap};
@@ -72,6 +76,15 @@ pub struct GroupPlan {
     pub rungs: Vec<Mode>,
     /// The cpuset guard mode confines it to, when it may guard.
     pub guard_cpus: Option<Vec<u32>>,
+    /// How the host names it (`slice batch.slice (found by …)`), when it
+    /// was named so.
+    pub named: Option<String>,
+    /// Who manages it (systemd, the kubelet, nobody).
+    pub owner: Owner,
+    /// Its name follows a unit, container or pod that may stop and come
+    /// back: gone, it is waited for (not lost); back at the same path, its
+    /// knobs are applied again.
+    pub follows: bool,
     /// Its memory, I/O and egress isolation.
     pub iso: crate::isolation::plan::GroupIso,
 }
@@ -107,6 +120,11 @@ pub struct Plan {
     pub groups: Vec<GroupPlan>,
     /// CPUs of the writer and freezer threads.
     pub writer_cpus: Vec<u32>,
+    /// This process on this host: systemd, the layout, its own group and
+    /// whether that is delegated.
+    pub host: HostSituation,
+    /// Where the groups of commands are created.
+    pub placement: Placement,
     /// Memory, I/O and egress isolation, machine-wide.
     pub isolation: crate::isolation::plan::IsolationPlan,
     /// What the operator should know (not errors).
@@ -122,6 +140,12 @@ pub use elfen_cmd::proc::is_root;
 impl Plan {
     /// Checks `config` (already [`Config::check`]ed) against the machine.
     pub fn resolve(config: &Config) -> Result<Plan, ConfigError> {
+        Plan::resolve_with(config, None)
+    }
+
+    /// [`Plan::resolve`] as if this process were in `host`'s situation
+    /// (systemd, its own group, delegation); `None`: detected.
+    pub fn resolve_with(config: &Config, host: Option<HostSituation>) -> Result<Plan, ConfigError> {
         config.check()?;
         let topo = Topology::detect().map_err(|e| err("pairs", e.to_string()))?;
         let plan = elfen_topo::plan_pairs(&topo, config.pairs.as_deref())
@@ -171,21 +195,41 @@ impl Plan {
             l.ref_ipc_milli = policy.ref_ipc.map_or(0, |r| (r * 1000.0).round() as u32);
         }
         debug_assert!(page_spec.lanes.iter().all(|l| l.nap <= nap::MWAITX));
-        let (lc, lc_owner) = lc_target(config, &mut notes)?;
+        let hierarchy = hierarchy(config)?;
+        let host =
+            host.unwrap_or_else(|| HostSituation::detect(hierarchy.layout(), hierarchy.unified()));
+        let (lc, lc_owner) = match placement::lc_groups(config, &hierarchy, &mut notes)? {
+            Some(t) => (t, (LcOwner::FirstFound, String::new())),
+            None => lc_target(config, &mut notes)?,
+        };
         let stale_page = check_page(config, &mut page_spec)?;
         page_access_notes(config, &page_spec, &mut notes);
         let (stale_state, reused) = check_state_file(&config.state_file)?;
         notes.extend(reused);
         check_privileges(config)?;
-        let hierarchy = hierarchy(config)?;
+        let placement = Placement::decide(&host)?;
+        notes.extend(placement::undelegated_note(config, &host));
         let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();
+        let ctx = GroupContext {
+            config,
+            h: &hierarchy,
+            host: &host,
+            placement: &placement,
+            batch_cpus: &batch_cpus,
+        };
         for (i, b) in config.batch.iter().enumerate() {
-            let mut g = group_plan(config, i, b, &hierarchy, &batch_cpus, &mut notes)?;
+            let mut g = group_plan(i, b, &ctx, &mut notes)?;
             crate::isolation::plan::resolve_group(
                 i, b, &hierarchy, &mut g, &isolation, &mut notes,
             )?;
             groups.push(g);
+        }
+        if groups
+            .iter()
+            .any(|g| g.cpu_yield.is_some() && matches!(g.source, GroupSource::Launch { .. }))
+        {
+            notes.extend(placement::delegated_yield_note(&placement, &hierarchy));
         }
         if let Some(p) = stale_page {
             notes.push(format!(
@@ -214,6 +258,8 @@ impl Plan {
             hierarchy: Some(hierarchy),
             groups,
             writer_cpus,
+            host,
+            placement,
             isolation,
             notes,
         })
@@ -226,10 +272,25 @@ impl Plan {
             .filter(move |b| b.request_lane == lane)
     }
 
+    /// The policy in words (`refresh_budget (budget 500 µs)`).
+    pub fn describe_policy(&self) -> String {
+        if self.policy.kind.uses_budget() {
+            format!(
+                "{} (budget {} µs)",
+                self.policy.kind,
+                self.policy.budget_ns / 1000
+            )
+        } else {
+            self.policy.kind.to_string()
+        }
+    }
+
     /// A summary for `--check` and the start of a run.
     pub fn describe(&self) -> String {
         let mut s = format!(
-            "page {} ({} lanes); {}\nLC service: {}{}\npolicy: {}{}\n",
+            "host: {}\n{}\npage {} ({} lanes); {}\nLC service: {}{}\npolicy: {}{}\n",
+            self.host.describe(),
+            self.placement.describe(),
             self.config.page.path.display(),
             self.page_spec.lanes.len(),
             self.pairing,
@@ -248,7 +309,10 @@ impl Plan {
         );
         for g in &self.groups {
             let what = match &g.source {
-                GroupSource::Existing => format!("cgroup {}", g.path),
+                GroupSource::Existing => match &g.named {
+                    Some(n) => format!("{n}: cgroup {}", g.path),
+                    None => format!("cgroup {}", g.path),
+                },
                 GroupSource::Launch { program, args } => format!(
                     "command {} {} in new group {}",
                     program.display(),
@@ -360,28 +424,6 @@ fn lc_target(
             ),
         };
         return Ok((LcTarget::Pid(pid), owner));
-    }
-    if let Some(dir) = &lc.cgroup {
-        if !dir.join("cgroup.procs").is_file() {
-            return Err(err(
-                "lc.cgroup",
-                format!(
-                    "{} is not a cgroup directory (no cgroup.procs)",
-                    dir.display()
-                ),
-            ));
-        }
-        if !crate::lc::is_cgroup2(dir) {
-            notes.push(format!(
-                "LC cgroup {} is cgroup v1: its processes are watched by pid (cgroup.procs re-read every {} ms)",
-                dir.display(),
-                lc.rescan_ms
-            ));
-        }
-        return Ok((
-            LcTarget::Cgroup(dir.clone()),
-            (LcOwner::FirstFound, String::new()),
-        ));
     }
     let name = lc.comm.clone().expect("checked: one selector");
     let running = crate::lc::find_by_name(&name);
@@ -694,14 +736,36 @@ fn check_privileges(config: &Config) -> Result<(), ConfigError> {
 fn hierarchy(config: &Config) -> Result<Hierarchy, ConfigError> {
     let h =
         Hierarchy::detect(&config.cgroup_root).map_err(|e| err("cgroup_root", e.to_string()))?;
+    let layout = h.layout();
     let h = match config.freezer {
         FreezerChoice::Auto => h,
-        FreezerChoice::V1 => h
-            .with_freezer(FreezerBackend::V1)
-            .map_err(|e| err("freezer", e.to_string()))?,
-        FreezerChoice::V2 => h
-            .with_freezer(FreezerBackend::V2)
-            .map_err(|e| err("freezer", e.to_string()))?,
+        FreezerChoice::V1 => h.with_freezer(FreezerBackend::V1).map_err(|_| {
+            err(
+                "freezer",
+                format!(
+                    "\"v1\" asks for the v1 freezer hierarchy (freezer.state), but {}: use \
+                     \"auto\" or \"v2\"",
+                    if layout == Layout::V2 {
+                        "this host is cgroup v2 only (cgroup.freeze)".to_string()
+                    } else {
+                        format!(
+                            "no v1 freezer hierarchy is mounted under {}",
+                            config.cgroup_root.display()
+                        )
+                    }
+                ),
+            )
+        })?,
+        FreezerChoice::V2 => h.with_freezer(FreezerBackend::V2).map_err(|_| {
+            err(
+                "freezer",
+                format!(
+                    "\"v2\" asks for cgroup.freeze of a v2 tree, but this host is cgroup v1 only \
+                     (no v2 tree at {}): use \"auto\" or \"v1\"",
+                    config.cgroup_root.join("unified").display()
+                ),
+            )
+        })?,
     };
     Ok(h)
 }
@@ -812,14 +876,22 @@ fn busy_ancestors(h: &Hierarchy, path: &GroupPath) -> Vec<String> {
     out
 }
 
+/// What every group's plan is made against.
+struct GroupContext<'a> {
+    config: &'a Config,
+    h: &'a Hierarchy,
+    host: &'a HostSituation,
+    placement: &'a Placement,
+    batch_cpus: &'a [u32],
+}
+
 fn group_plan(
-    config: &Config,
     i: usize,
     b: &crate::config::BatchSection,
-    h: &Hierarchy,
-    batch_cpus: &[u32],
+    ctx: &GroupContext<'_>,
     notes: &mut Vec<String>,
 ) -> Result<GroupPlan, ConfigError> {
+    let (config, h, batch_cpus) = (ctx.config, ctx.h, ctx.batch_cpus);
     let f = |k: &str| format!("batch[{i}].{k}");
     let rungs = b.mode.rungs(config);
     let may_guard = rungs.contains(&Mode::Guard);
@@ -855,22 +927,37 @@ fn group_plan(
     if idle == Some(IdleMethod::CpuIdle) {
         controllers.push(Controller::Cpu);
     }
+    let mut named = None;
     let (path, source) = match (&b.cgroup, &b.command) {
         (Some(g), _) => (
             GroupPath::new(g).map_err(|e| err(f("cgroup"), e.to_string()))?,
             GroupSource::Existing,
         ),
         (None, Some(argv)) => (
-            GroupPath::new(&format!("elfen-daemon-{}/{}", std::process::id(), b.name))
-                .map_err(|e| err(f("name"), e.to_string()))?,
+            ctx.placement
+                .command_group(&b.name)
+                .map_err(|e| err(f("name"), e))?,
             GroupSource::Launch {
                 program: resolve_program(&argv[0]).map_err(|r| err(f("command"), r))?,
                 args: argv[1..].to_vec(),
             },
         ),
-        (None, None) => unreachable!("checked: one of cgroup, command"),
+        (None, None) => {
+            let (p, how) = placement::batch_group(i, b, ctx.config, h)?
+                .expect("checked: one of cgroup, command or a host name");
+            named = Some(how);
+            (p, GroupSource::Existing)
+        }
     };
     let existing = matches!(source, GroupSource::Existing);
+    let owner = if existing {
+        let files = elfen_cgroup::HostFiles::under(&ctx.config.host_root);
+        let writes_cpuset = b.confined() || b.mode == Mode::Blind;
+        placement::owned_group_checks(i, b, &path, ctx.host, &files, writes_cpuset, notes)?
+    } else {
+        Owner::Operator
+    };
+    let delegated = matches!(ctx.placement, Placement::Delegated { .. });
     if controllers.is_empty() {
         // membership only (threads to list, a place for a command)
         let c = membership(h, &path, &source, idle.is_some())
@@ -889,6 +976,9 @@ fn group_plan(
     if idle.is_some() && adopt && !controllers.contains(&Controller::Cpu) {
         controllers.push(Controller::Cpu);
     }
+    if !existing {
+        placement::check_delegated_controllers(i, ctx.placement, h, &controllers)?;
+    }
     let field = if existing { f("cgroup") } else { f("mode") };
     let mut cpu_idle_offered = true;
     for &c in &controllers {
@@ -905,7 +995,7 @@ fn group_plan(
                     format!("no such group: {} does not exist", dir.display()),
                 ));
             }
-            GroupSource::Launch { .. } if dir.exists() => {
+            GroupSource::Launch { .. } if dir.exists() && !left_by_predecessor(ctx, &path) => {
                 return Err(err(field, format!("{} exists already", dir.display())));
             }
             _ => {}
@@ -926,8 +1016,9 @@ fn group_plan(
     }
     let cpu_yield = (idle.is_some() && controllers.contains(&Controller::Cpu)).then(|| {
         let mut groups = Vec::new();
-        if let (false, Some(top)) = (existing, path.lineage().first()) {
-            // the daemon's own top group competes with the LC's
+        if let (false, false, Some(top)) = (existing, delegated, path.lineage().first()) {
+            // the daemon's own top group competes with the LC's (delegated,
+            // its group is the unit's: CPUWeight=idle there is systemd's)
             if *top != path {
                 groups.push(top.clone());
             }
@@ -976,8 +1067,20 @@ fn group_plan(
         cpu_yield,
         guard_cpus: may_guard.then(|| batch_cpus.to_vec()),
         rungs,
+        named,
+        owner,
+        follows: b.follows(),
         iso: Default::default(),
     })
+}
+
+/// Whether the group of a command at `path` is one a killed predecessor
+/// created (recorded in the state file, which the start recovers first).
+fn left_by_predecessor(ctx: &GroupContext<'_>, path: &GroupPath) -> bool {
+    StateRecord::load(&ctx.config.state_file)
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.created.iter().any(|c| &c.group == path))
 }
 
 /// Whether a group below `root` has `file` of the cpu controller (the root

@@ -474,7 +474,8 @@ fn run(
         Some(tx) => {
             let _ = tx.send(n);
         }
-        None => eprintln!("elfen daemon: {n}"),
+        None if matches!(n, Notice::Warning(_)) => crate::logging::warn(n),
+        None => crate::logging::info(n),
     };
     notes.drain(..).for_each(notify);
     *lc_pids.lock().unwrap_or_else(|p| p.into_inner()) = disc.pids();

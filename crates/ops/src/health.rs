@@ -18,7 +18,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The record's format (`schema`).
-pub const HEALTH_SCHEMA: &str = "elfen-daemon-health/1";
+pub const HEALTH_SCHEMA: &str = "elfen-daemon-health/2";
 
 /// A knob the daemon writes while it runs, whose failures it counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -75,6 +75,9 @@ pub enum GroupState {
     /// Its cgroup is gone (removed under the daemon): its processes are no
     /// longer contained.
     Lost,
+    /// A unit, container or pod it follows runs nothing now (its cgroup is
+    /// gone with it); its knobs are applied again when it is back.
+    Waiting,
 }
 
 impl GroupState {
@@ -84,6 +87,7 @@ impl GroupState {
             GroupState::Ok => "ok",
             GroupState::Degraded => "DEGRADED",
             GroupState::Lost => "LOST",
+            GroupState::Waiting => "waiting",
         }
     }
 }
@@ -145,6 +149,35 @@ pub struct GroupHealth {
     /// How it is protected now (absent from a daemon that did not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection: Option<ProtectionState>,
+    /// How the host names it (`slice batch.slice (found by …)`), when it
+    /// was named so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub named: Option<String>,
+    /// Who manages it (`systemd (batch.slice)`, `the kubelet`), when not
+    /// the operator or the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// What the daemon runs, for `elfen status`: the LC and where it is
+/// watched, the host's situation, where its groups live, the policy and
+/// the signal source.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonAbout {
+    /// The LC service as configured (`unit redis.service (and every group below)`).
+    pub lc: String,
+    /// The groups it is watched in now (an LC the host names).
+    #[serde(default)]
+    pub lc_groups: Vec<String>,
+    /// The host: layout, systemd, whether the daemon's group is delegated.
+    pub host: String,
+    /// Where the groups of the commands it starts live.
+    pub placement: String,
+    /// The policy of every lane.
+    pub policy: String,
+    /// The LC signal source (BPF, or the poll fallback and why).
+    pub source: String,
 }
 
 /// The daemon's record.
@@ -160,6 +193,9 @@ pub struct DaemonHealth {
     pub lc_ignored: u64,
     /// Its batch groups.
     pub groups: Vec<GroupHealth>,
+    /// What it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<DaemonAbout>,
 }
 
 /// Where the daemon owning the page at `page` publishes its health.
@@ -224,7 +260,9 @@ impl DaemonHealth {
 
     /// Whether a group is lost or degraded.
     pub fn troubled(&self) -> bool {
-        self.groups.iter().any(|g| g.state != GroupState::Ok)
+        self.groups
+            .iter()
+            .any(|g| matches!(g.state, GroupState::Lost | GroupState::Degraded))
     }
 }
 
@@ -256,7 +294,17 @@ mod tests {
                     contention_pct: None,
                     hold_us: None,
                 }),
+                named: Some("slice batch.slice".into()),
+                owner: Some("systemd (batch.slice)".into()),
             }],
+            about: Some(DaemonAbout {
+                lc: "unit redis.service".into(),
+                lc_groups: vec!["/sys/fs/cgroup/system.slice/redis.service".into()],
+                host: "cgroup v2 under systemd".into(),
+                placement: "commands' groups: …".into(),
+                policy: "borrow_idle".into(),
+                source: "bpf".into(),
+            }),
         }
     }
 

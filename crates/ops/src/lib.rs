@@ -14,6 +14,7 @@
 //! | the kill switch: `elfen ctl off` / `on` | [`ctl`] |
 //! | batch groups killed under memory shortage, as the daemon records them | [`kills`] |
 //! | Prometheus metrics of a page over HTTP (`elfen metrics`; the daemon serves the same registry with its own metrics added) | [`metrics`] |
+//! | the service manager's notifications (`READY=1`, `WATCHDOG=1`, `STATUS=`) for `Type=notify` units | [`notify`] |
 //! | the clap commands the `elfen` binary flattens | [`cli`] |
 #![deny(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod ctl;
 pub mod health;
 pub mod kills;
 pub mod metrics;
+pub mod notify;
 pub mod render;
 pub mod status;
 

@@ -105,6 +105,16 @@ fn daemon_health(o: &mut String, s: &PageStatus) {
         let _ = writeln!(o, "daemon health: {n}");
     }
     let Some(h) = &s.daemon else { return };
+    if let Some(a) = &h.about {
+        let _ = writeln!(o, "daemon pid {}: LC {}", h.pid, a.lc);
+        if !a.lc_groups.is_empty() {
+            let _ = writeln!(o, "  watched in {}", a.lc_groups.join(", "));
+        }
+        let _ = writeln!(o, "  signal: {}", a.source);
+        let _ = writeln!(o, "  policy: {}", a.policy);
+        let _ = writeln!(o, "  host: {}", a.host);
+        let _ = writeln!(o, "  {}", a.placement);
+    }
     let _ = writeln!(
         o,
         "batch groups of daemon pid {}{}:",
@@ -136,6 +146,12 @@ fn daemon_health(o: &mut String, s: &PageStatus) {
             Some(p) if p.active != g.mode => format!("{} ({})", g.mode, p.active),
             _ => g.mode.clone(),
         };
+        if let Some(n) = &g.named {
+            what += &format!("; {n}");
+        }
+        if let Some(w) = &g.owner {
+            what += &format!("; owned by {w}");
+        }
         rows.push(vec![format!("  {}", g.name), mode, g.path.clone(), what]);
     }
     left_table(o, &rows);

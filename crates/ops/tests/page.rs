@@ -244,3 +244,54 @@ fn garbled_batch_lines_are_shown_as_they_are() {
     assert_eq!(s.lanes[1].batch.naps, u64::MAX, "read as it is");
     assert_eq!(s.lanes[1].batch.sleepers, u32::MAX);
 }
+
+/// `elfen status` of a daemon's page shows what the daemon runs — the LC
+/// and where it is watched, the signal source, the host, its groups' modes,
+/// names and owners — from the record beside the page.
+#[test]
+fn status_shows_the_daemons_modes_and_groups() {
+    use elfen_ops::health::{DaemonAbout, DaemonHealth, GroupHealth, GroupState, HEALTH_SCHEMA};
+    let dir = tempfile::tempdir().unwrap();
+    let p = page(&dir);
+    let h = DaemonHealth {
+        schema: HEALTH_SCHEMA.into(),
+        pid: std::process::id(),
+        lc_ignored: 0,
+        groups: vec![GroupHealth {
+            name: "batch".into(),
+            mode: "idle".into(),
+            path: "batch.slice".into(),
+            state: GroupState::Waiting,
+            reason: Some("nightly.service runs nothing now".into()),
+            failures: vec![],
+            named: Some("slice batch.slice (found by the slice's name)".into()),
+            owner: Some("systemd (batch.slice)".into()),
+            protection: None,
+        }],
+        about: Some(DaemonAbout {
+            lc: "unit redis-server.service (and every group below)".into(),
+            lc_groups: vec!["/sys/fs/cgroup/system.slice/redis-server.service".into()],
+            host: "cgroup v2 under systemd; the daemon's group … is delegated to it".into(),
+            placement: "commands' groups: system.slice/elfen-daemon.service/batch-<name>".into(),
+            policy: "borrow_idle".into(),
+            source: "bpf: tp_btf/sched_switch".into(),
+        }),
+    };
+    h.write(p.path()).unwrap();
+    let obs = status::attach(p.path()).unwrap();
+    let s = PageStatus::read(&obs, 1000.0).unwrap();
+    assert_eq!(s.daemon.as_ref(), Some(&h));
+    let text = elfen_ops::render::text(&s, None);
+    for want in [
+        "LC unit redis-server.service",
+        "watched in /sys/fs/cgroup/system.slice/redis-server.service",
+        "signal: bpf",
+        "policy: borrow_idle",
+        "host: cgroup v2 under systemd",
+        "batch-<name>",
+        "waiting — nightly.service runs nothing now",
+        "owned by systemd (batch.slice)",
+    ] {
+        assert!(text.contains(want), "{want:?} in:\n{text}");
+    }
+}

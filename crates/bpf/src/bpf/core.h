@@ -35,6 +35,7 @@ enum { false = 0, true = 1 };
 enum {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 enum {
@@ -54,7 +55,16 @@ struct kernfs_node {
 	__u64 id; /* u64 since Linux 5.5 (was a union before) */
 } __attribute__((preserve_access_index));
 
+struct cgroup;
+
+/* A cgroup's own state (cgroup->self): its parent's, and its cgroup. */
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+	struct cgroup_subsys_state *parent; /* NULL at the root */
+} __attribute__((preserve_access_index));
+
 struct cgroup {
+	struct cgroup_subsys_state self;
 	struct kernfs_node *kn;
 } __attribute__((preserve_access_index));
 

@@ -16,8 +16,20 @@
  *
  *   watch_tgids (hash)      tgid -> ELFEN_WATCH_ON. Written by user space
  *                           (watch_tgid / unwatch_tgid), read by BPF.
- *   watch_cgroups (hash)    v2 cgroup id -> ELFEN_WATCH_ON. Written by user
- *                           space, read by BPF.
+ *   watch_cgroups (hash)    v2 cgroup id -> ELFEN_WATCH_ON: the roots of
+ *                           watched SUBTREES (a task in the cgroup or in any
+ *                           descendant is LC). Written by user space, read
+ *                           by BPF.
+ *   cgroup_verdicts (LRU)   v2 cgroup id -> struct elfen_cgroup_verdict: whether
+ *                           a cgroup lies in a watched subtree, decided by
+ *                           BPF walking its ancestors (at most
+ *                           ELFEN_MAX_CGROUP_DEPTH levels) the first time a
+ *                           task of it switches in. Written and read by BPF;
+ *                           an entry counts only while its `gen` equals
+ *                           `watch_gen` (.bss), which user space bumps after
+ *                           every change of watch_cgroups. Cgroup ids are
+ *                           never reused, so an entry never names another
+ *                           cgroup.
  *   watch_cpus (array)      cpu -> ELFEN_WATCH_ON or 0. Written by user
  *                           space (set_watched_cpus), read by BPF: only a
  *                           watched CPU emits transition events.
@@ -62,6 +74,13 @@ typedef uint64_t __u64;
 /* Most entries in the watched-tgid and watched-cgroup hash maps. */
 #define ELFEN_MAX_TGIDS 4096
 #define ELFEN_MAX_CGROUPS 1024
+
+/* Levels of ancestors a task's cgroup is checked against (its own
+ * included): a watched subtree root more levels above is not found. */
+#define ELFEN_MAX_CGROUP_DEPTH 16
+
+/* Entries of the per-cgroup verdict cache (LRU: the least recently used go). */
+#define ELFEN_CGROUP_VERDICTS 4096
 
 /* Bytes of the transition-event ring buffer (a power of two, >= a page). */
 #define ELFEN_RING_BYTES (256 * 1024)
@@ -138,6 +157,14 @@ struct elfen_lc_event {
 	__u32 reserved;     /* 44: zero */
 };
 
+/*
+ * A cached answer to "is this cgroup in a watched subtree" (cgroup_verdicts).
+ */
+struct elfen_cgroup_verdict {
+	__u32 gen;          /*  0: watch_gen when it was decided */
+	__u32 lc;           /*  4: 1 if in a watched subtree, else 0 */
+};
+
 #define ELFEN_OFFSETOF(t, f) __builtin_offsetof(t, f)
 _Static_assert(sizeof(struct elfen_cpu_slot) == ELFEN_SLOT_SIZE, "slot is one cache line");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_slot, seq) == 0, "slot.seq");
@@ -152,6 +179,7 @@ _Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_slot, lc_busy_ns) == 48, "slot.lc
 _Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_slot, dropped) == 56, "slot.dropped");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_slot, abi) == 60, "slot.abi");
 _Static_assert(sizeof(struct elfen_lc_event) == 48, "event size");
+_Static_assert(sizeof(struct elfen_cgroup_verdict) == 8, "verdict size");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_lc_event, cpu) == 8, "event.cpu");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_lc_event, tid) == 16, "event.tid");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_lc_event, cgroup_id) == 24, "event.cgroup_id");

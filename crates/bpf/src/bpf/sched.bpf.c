@@ -15,6 +15,14 @@
  * watched CPU it also sends an elfen_lc_event through the ring buffer with
  * a forced wakeup, so a reader can sleep in epoll.
  *
+ * A task is LC when its process is watched (watch_tgids) or its cgroup on
+ * the v2 hierarchy lies in a watched subtree (watch_cgroups holds subtree
+ * roots): the cgroup itself or one of its ancestors, up to
+ * ELFEN_MAX_CGROUP_DEPTH levels. The answer per cgroup is cached
+ * (cgroup_verdicts, valid for one watch_gen), so a context switch costs one
+ * hash lookup, as with exact ids; only the first switch of a cgroup's task
+ * after a change of the watched set walks its ancestors.
+ *
  * A second program on the wake-up (tp_btf/sched_wakeup, once the task's
  * CPU is chosen) announces a busy edge early: an LC task woken onto a
  * watched CPU that runs no LC task sends a WAKE event. Waking the reader
@@ -55,6 +63,13 @@ struct {
 } watch_cgroups SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ELFEN_CGROUP_VERDICTS);
+	__type(key, __u64);
+	__type(value, struct elfen_cgroup_verdict);
+} cgroup_verdicts SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, ELFEN_CPUS_PLACEHOLDER);
 	__type(key, __u32);
@@ -77,6 +92,11 @@ struct {
  * skeleton's .bss): the cgroup lookup is skipped while it is 0. */
 __u32 nr_watched_cgroups = 0;
 
+/* Generation of watch_cgroups, bumped by user space (through the
+ * skeleton's .bss) after each change: cached verdicts of another
+ * generation are decided again. */
+__u32 watch_gen = 0;
+
 /* Whether sched_wakeup announces busy edges (WAKE events), set by user
  * space through the skeleton's .bss before any CPU is watched. */
 __u32 announce_wakeups = 0;
@@ -91,18 +111,23 @@ __u32 reader_polling = 0;
  * generated skeleton has a Rust type for it (checked against contract.rs). */
 struct elfen_lc_event elfen_lc_event_btf = {};
 
-/* The task's cgroup id on the v2 (default) hierarchy: the kernfs node id of
- * task->cgroups->dfl_cgrp, the inode number of its directory in cgroup2fs.
- * 0 when the kernel has no cgroups. tp_btf arguments are BTF pointers, so
- * these are direct loads (the verifier turns a fault into a 0 read). */
-static __always_inline __u64 task_cgroup_id(struct task_struct *t)
+/* The task's cgroup on the v2 (default) hierarchy, task->cgroups->dfl_cgrp;
+ * NULL when the kernel has no cgroups. tp_btf arguments are BTF pointers,
+ * so these are direct loads (the verifier turns a fault into a 0 read). */
+static __always_inline struct cgroup *task_cgroup(struct task_struct *t)
 {
 	if (!bpf_core_field_exists(t->cgroups))
 		return 0;
 	struct css_set *cs = t->cgroups;
 	if (!cs)
 		return 0;
-	struct cgroup *cg = cs->dfl_cgrp;
+	return cs->dfl_cgrp;
+}
+
+/* A cgroup's id: the kernfs node id, the inode number of its directory in
+ * cgroup2fs. 0 for none. */
+static __always_inline __u64 cgroup_id_of(struct cgroup *cg)
+{
 	if (!cg)
 		return 0;
 	struct kernfs_node *kn = cg->kn;
@@ -111,14 +136,43 @@ static __always_inline __u64 task_cgroup_id(struct task_struct *t)
 	return kn->id;
 }
 
-/* Whether a task of process tgid in cgroup cgid is an LC task. */
-static __always_inline bool is_lc(__u32 tgid, __u64 cgid)
+/* Whether cgroup cg (id cgid) is a watched subtree root or below one: its
+ * ancestors are looked up in watch_cgroups, nearest first, up to
+ * ELFEN_MAX_CGROUP_DEPTH levels; the answer is cached per cgroup id for the
+ * current watch_gen. */
+static __always_inline bool in_watched_subtree(struct cgroup *cg, __u64 cgid)
+{
+	if (!cgid)
+		return false;
+	__u32 gen = *(volatile __u32 *)&watch_gen;
+	struct elfen_cgroup_verdict *v = bpf_map_lookup_elem(&cgroup_verdicts, &cgid);
+	if (v && v->gen == gen)
+		return v->lc;
+	bool lc = false;
+	for (int i = 0; i < ELFEN_MAX_CGROUP_DEPTH && cg; i++) {
+		__u64 id = cgroup_id_of(cg);
+		if (id && bpf_map_lookup_elem(&watch_cgroups, &id)) {
+			lc = true;
+			break;
+		}
+		struct cgroup_subsys_state *parent = cg->self.parent;
+		if (!parent)
+			break;
+		cg = parent->cgroup;
+	}
+	struct elfen_cgroup_verdict nv = { .gen = gen, .lc = lc };
+	bpf_map_update_elem(&cgroup_verdicts, &cgid, &nv, BPF_ANY);
+	return lc;
+}
+
+/* Whether a task of process tgid in cgroup cg (id cgid) is an LC task. */
+static __always_inline bool is_lc(__u32 tgid, struct cgroup *cg, __u64 cgid)
 {
 	if (tgid == 0) /* the idle task, never LC */
 		return false;
 	if (bpf_map_lookup_elem(&watch_tgids, &tgid))
 		return true;
-	return nr_watched_cgroups && cgid && bpf_map_lookup_elem(&watch_cgroups, &cgid);
+	return nr_watched_cgroups && in_watched_subtree(cg, cgid);
 }
 
 static __always_inline bool is_watched(__u32 cpu)
@@ -139,9 +193,10 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = next->pid;
 	__u32 tgid = next->tgid;
-	__u64 cgid = task_cgroup_id(next);
+	struct cgroup *cg = task_cgroup(next);
+	__u64 cgid = cgroup_id_of(cg);
 
-	bool lc = is_lc(tgid, cgid);
+	bool lc = is_lc(tgid, cg, cgid);
 	bool watched = is_watched(cpu);
 	bool was_lc = s->flags & ELFEN_SLOT_LC;
 	__u64 busy_ns = 0;
@@ -202,8 +257,9 @@ int BPF_PROG(elfen_sched_wakeup, struct task_struct *p)
 	if (!is_watched(cpu))
 		return 0;
 	__u32 tgid = p->tgid;
-	__u64 cgid = task_cgroup_id(p);
-	if (!is_lc(tgid, cgid))
+	struct cgroup *cg = task_cgroup(p);
+	__u64 cgid = cgroup_id_of(cg);
+	if (!is_lc(tgid, cg, cgid))
 		return 0;
 	struct elfen_cpu_slot *s = bpf_map_lookup_elem(&cpu_slots, &cpu);
 	if (!s || (s->flags & ELFEN_SLOT_LC))

@@ -5,6 +5,7 @@
 mod common;
 mod hybrid;
 mod limits;
+mod names;
 mod owned;
 mod real;
 mod recovery;

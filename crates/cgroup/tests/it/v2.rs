@@ -234,3 +234,65 @@ fn freezer_waits_for_frozen_in_cgroup_events() {
     ex.remove_group(&g).unwrap();
     assert!(!r.join("f").exists());
 }
+
+/// Confined to a delegated subtree, the executor creates groups below it
+/// turning controllers on only in the delegated group's own
+/// `cgroup.subtree_control`; a controller systemd did not delegate (off in
+/// the slice above) is refused before any write, naming the file.
+#[test]
+fn a_delegated_executor_never_writes_above_its_subtree() {
+    let (root, h) = fake_v2();
+    let r = root.path();
+    // systemd's tree: cpu and cpuset on down to the unit (Delegate=yes)
+    std::fs::write(r.join("cgroup.subtree_control"), "cpuset cpu\n").unwrap();
+    let unit = r.join("system.slice/elfen-daemon.service");
+    put(
+        &r.join("system.slice"),
+        &[
+            ("cgroup.procs", ""),
+            ("cgroup.subtree_control", "cpuset cpu\n"),
+            ("cgroup.controllers", "cpuset cpu\n"),
+        ],
+    );
+    put(
+        &unit,
+        &[
+            ("cgroup.procs", ""),
+            ("cgroup.subtree_control", "\n"),
+            ("cgroup.controllers", "cpuset cpu\n"),
+        ],
+    );
+    for f in [
+        r.join("cgroup.subtree_control"),
+        r.join("system.slice/cgroup.subtree_control"),
+    ] {
+        age(&f);
+    }
+    let mut ex = Executor::new(h);
+    ex.set_delegated(Some(
+        elfen_cgroup::GroupPath::new("system.slice/elfen-daemon.service").unwrap(),
+    ));
+    ex.create_group(
+        "system.slice/elfen-daemon.service/batch-b",
+        &[Controller::Cpu, Controller::Cpuset],
+    )
+    .unwrap();
+    assert_eq!(read(unit.join("cgroup.subtree_control")), "+cpuset +cpu");
+    assert!(untouched(r.join("cgroup.subtree_control")));
+    assert!(untouched(r.join("system.slice/cgroup.subtree_control")));
+    // memory is not on in system.slice: it would have to be turned on there
+    let e = ex
+        .create_group(
+            "system.slice/elfen-daemon.service/batch-m",
+            &[Controller::Memory],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("above system.slice/elfen-daemon.service") && e.contains("memory"),
+        "{e}"
+    );
+    assert!(!unit.join("batch-m").exists(), "nothing created");
+    assert!(untouched(r.join("cgroup.subtree_control")));
+    ex.restore_all();
+}

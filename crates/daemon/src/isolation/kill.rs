@@ -28,10 +28,7 @@ pub fn is_lc(lc: &LcTarget, pid: u32) -> bool {
     match lc {
         LcTarget::Pid(p) => *p == pid,
         LcTarget::Comm(name) => crate::lc::matches_name(pid, name),
-        LcTarget::Cgroup(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .split_whitespace()
-            .any(|t| t.parse() == Ok(pid)),
+        LcTarget::Groups(t) => t.pids_now().contains(&pid),
     }
 }
 

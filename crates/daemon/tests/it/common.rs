@@ -275,8 +275,10 @@ impl DaemonProc {
         self.lines.lock().unwrap().join("\n")
     }
 
-    /// Waits until a line contains `text`; panics with the output after `timeout`.
+    /// Waits until a line contains `text`; panics with the output after
+    /// `timeout` (stretched by [`patient`] in the VM test bed).
     pub fn wait_for(&self, text: &str, timeout: Duration) -> String {
+        let timeout = patient(timeout);
         let t0 = Instant::now();
         loop {
             if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(text)) {

@@ -364,7 +364,7 @@ fn a_page_in_use_is_refused() {
 }
 
 #[test]
-fn check_flag_exits_0_or_1_naming_the_field() {
+fn check_flag_exits_0_or_78_naming_the_field() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let root = fake_root(d);
@@ -402,7 +402,7 @@ fn check_flag_exits_0_or_1_naming_the_field() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(78), "{err}");
     assert!(
         err.contains("pairs:") && err.contains("nothing applied"),
         "{err}"

@@ -291,7 +291,7 @@ fn check_flag_refuses_a_watermark_above_total_memory() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(78), "{err}");
     assert!(
         err.contains("memory.min_available") && err.contains("above this machine's memory"),
         "{err}"

@@ -139,7 +139,7 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(78), "{err}");
     assert!(err.contains("page:") && err.contains("in use"), "{err}");
     let (group, spinner) = daemon_spinner(&d, "spin");
     // The LC: busy 1500 ms from 300 ms after its start, then idle. This

@@ -13,9 +13,9 @@
 
 #include "core.h"
 
+/* (BPF_MAP_TYPE_LRU_HASH comes from core.h) */
 enum {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
-	BPF_MAP_TYPE_LRU_HASH = 9,
 };
 
 /* task_struct's name, state and open files (Linux >= 5.14: __state;
