@@ -223,7 +223,11 @@ fn cpu_chain(pid: u32) -> Vec<(PathBuf, String, String)> {
     };
     let (base, weight, path) = match line(true) {
         Some(p) => ("/sys/fs/cgroup/cpu", "cpu.shares", p),
-        None => ("/sys/fs/cgroup", "cpu.weight", line(false).unwrap_or_else(|| "/".into())),
+        None => (
+            "/sys/fs/cgroup",
+            "cpu.weight",
+            line(false).unwrap_or_else(|| "/".into()),
+        ),
     };
     let mut out = Vec::new();
     let mut p = PathBuf::from(path.trim_start_matches('/'));
