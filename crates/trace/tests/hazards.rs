@@ -361,6 +361,41 @@ fn jit_quiet(pid: u32) {
     println!("    JIT still busy after 60 s (a loaded machine): tracing anyway");
 }
 
+/// Drives the case's load in rounds of 2 s until the JIT's compiler
+/// threads run less than 1 % of a round (at most 30 s; said either way).
+fn warm_under_load(case: &Case, port: u16, pid: u32) {
+    let t = Instant::now();
+    for round in 0u64.. {
+        let before = elfen_trace::pause::jit_cpu_ns(pid);
+        let plan = LoadPlan {
+            rps: case.rps,
+            duration: Duration::from_secs(2),
+            drain: Duration::from_secs(1),
+            set: term_set(),
+            seed: 100 + round,
+            id_base: 2_000_000 + round * 100_000,
+            cpus: vec![1],
+            sched: elfen_cmd::proc::SchedClass::Fifo(10),
+        };
+        let stop = AtomicBool::new(false);
+        drive(([127, 0, 0, 1], port).into(), &plan, &stop).expect("the warm-up load");
+        let jit_ms = elfen_trace::pause::jit_cpu_ns(pid).saturating_sub(before) as f64 / 1e6;
+        if jit_ms < 20.0 {
+            println!(
+                "    warm for this load after {:.1} s (JIT {jit_ms:.1} ms in the last 2 s round)",
+                t.elapsed().as_secs_f64()
+            );
+            return;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            println!(
+                "    JIT still compiling under the load after 30 s ({jit_ms:.1} ms in 2 s): tracing anyway"
+            );
+            return;
+        }
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -396,6 +431,12 @@ fn run_case(case: &Case, dir: &Path) {
     // SAFETY: a plain query of a thread's policy.
     let policy = unsafe { libc::sched_getscheduler(tap.lc_tid() as libc::pid_t) };
     assert_eq!(policy, libc::SCHED_FIFO, "the worker's policy");
+    if case.expect.is_none() {
+        // no hazard at all: a JVM warm for this very load (the server's own
+        // warm-up leaves compilations that only this load's requests set
+        // off; traced, they are a cold JVM, rightly named)
+        warm_under_load(case, port, server.pid());
+    }
     if case.expect != Some(CauseKind::JvmWarmup) {
         // a warm JVM: its JIT has finished the warm-up's compilations
         jit_quiet(server.pid());

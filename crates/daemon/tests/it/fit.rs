@@ -176,7 +176,11 @@ fn auto_without_a_knob_is_refused_at_check_naming_why() {
     let out = c.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     println!("{err}");
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        out.status.code(),
+        Some(elfen_daemon::cli::EXIT_CONFIG),
+        "{err}"
+    );
     assert!(
         err.contains("batch[0].mode") && err.contains("auto has no knob") && err.contains("root"),
         "{err}"
