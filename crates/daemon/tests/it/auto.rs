@@ -9,7 +9,6 @@
 use crate::coalesce::{metrics_addr, sample};
 use crate::common::*;
 use crate::live::{scrape, setup};
-use std::path::Path;
 use std::time::Duration;
 
 const AUTO: &str = "[auto]\nladder = [\"idle\", \"guard\"]\nperiod_ms = 1000\nsolo_ms = 200\n\
@@ -92,7 +91,7 @@ fn auto_switches_when_a_contending_batch_runs_and_every_switch_is_restored() {
     d2.wait_for("running", Duration::from_secs(10));
     let out = d2.output();
     assert!(out.contains("repaired"), "{out}");
-    let old = Path::new("/sys/fs/cgroup/freezer").join(format!("elfen-daemon-{pid}"));
+    let old = group_dir("freezer", &format!("elfen-daemon-{pid}"));
     assert!(!old.exists(), "{} removed by the repair", old.display());
     // and a clean stop of the second restores everything
     std::thread::sleep(Duration::from_millis(1500));
@@ -102,6 +101,6 @@ fn auto_switches_when_a_contending_batch_runs_and_every_switch_is_restored() {
     assert!(status.success(), "{}", d2.output());
     drop(lc);
     assert!(!s.state.exists(), "nothing left to restore");
-    let new = Path::new("/sys/fs/cgroup/freezer").join(format!("elfen-daemon-{}", d2.pid()));
+    let new = group_dir("freezer", &format!("elfen-daemon-{}", d2.pid()));
     assert!(!new.exists() || d2.pid() == 0, "{} removed", new.display());
 }

@@ -9,25 +9,18 @@
 use crate::coalesce::{metrics_addr, sample};
 use crate::common::*;
 use crate::live::{lc_bursts, scrape, setup, spinner_batch};
-use std::path::Path;
 use std::time::Duration;
 
-/// The freezer state of the daemon's group `name`.
-fn freezer_state(d: &DaemonProc, name: &str) -> String {
-    let f = Path::new("/sys/fs/cgroup/freezer")
-        .join(format!("elfen-daemon-{}/{name}", d.pid()))
-        .join("freezer.state");
-    std::fs::read_to_string(f)
-        .unwrap_or_default()
-        .trim()
-        .to_string()
+/// The freezer state of the daemon's group `name` (v1's names, on either
+/// hierarchy).
+fn group_freezer_state(d: &DaemonProc, name: &str) -> String {
+    freezer_state(&format!("elfen-daemon-{}/{name}", d.pid()))
 }
 
 /// The pid of the command in the daemon's (freezer) group `name`.
 fn spinner_in(d: &DaemonProc, name: &str) -> u32 {
-    let procs = Path::new("/sys/fs/cgroup/freezer")
-        .join(format!("elfen-daemon-{}/{name}", d.pid()))
-        .join("cgroup.procs");
+    let procs =
+        group_dir("freezer", &format!("elfen-daemon-{}/{name}", d.pid())).join("cgroup.procs");
     std::fs::read_to_string(&procs)
         .unwrap_or_default()
         .split_whitespace()
@@ -70,14 +63,25 @@ fn freeze_that_cannot_follow_the_service_falls_back_to_idle_and_says_so() {
     assert!(said.contains("cannot follow"), "{said}");
     // the group is never frozen meanwhile, and its threads yield
     for _ in 0..40 {
-        assert_eq!(freezer_state(&d, "frz"), "THAWED", "{}", d.output());
+        assert_eq!(group_freezer_state(&d, "frz"), "THAWED", "{}", d.output());
         std::thread::sleep(Duration::from_millis(10));
     }
+    // SCHED_IDLE threads (v1's idle method) or an idle cpu group (v2's)
+    let cpu_idle = || {
+        let c = cgroups();
+        c.supports(elfen_cgroup::Controller::Cpu)
+            && std::fs::read_to_string(
+                group_dir("cpu", &format!("elfen-daemon-{}/frz", d.pid())).join("cpu.idle"),
+            )
+            .is_ok_and(|v| v.trim() == "1")
+    };
     assert!(
         wait_until(Duration::from_secs(3), || policy(spinner)
-            == libc::SCHED_IDLE),
-        "the fallback puts the batch SCHED_IDLE (policy {})",
-        policy(spinner)
+            == libc::SCHED_IDLE
+            || cpu_idle()),
+        "the fallback makes the batch yield (policy {}, group cpu.idle {})",
+        policy(spinner),
+        cpu_idle()
     );
     let m = scrape(&addr);
     let active = |mode: &str| {
@@ -141,7 +145,7 @@ fn freeze_refused_stops_the_daemon_and_restores_everything() {
     drop(lc);
     assert!(!s.state.exists(), "nothing left to restore");
     assert!(!s.page.exists(), "the page is removed");
-    let group = Path::new("/sys/fs/cgroup/freezer").join(format!("elfen-daemon-{pid}"));
+    let group = group_dir("freezer", &format!("elfen-daemon-{pid}"));
     assert!(!group.exists(), "{} removed", group.display());
 }
 
