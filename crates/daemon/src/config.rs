@@ -435,8 +435,8 @@ pub struct GuardSection {
     pub recheck_us: u64,
     /// How long a guard (and the writer, on its own batch lane) stays on
     /// the lane through an idle gap of the LC before it gives the lane
-    /// back: `"auto"` (default: one measured sleep/wake cycle, longer when
-    /// the service's gaps are shorter than that) or µs (0: never).
+    /// back: `"auto"` (one measured sleep/wake cycle, longer when the
+    /// service's gaps are shorter than that) or µs (0, the default: never).
     /// Borrow idle only: a budget policy decides the lane itself.
     pub hold_us: HoldSetting,
 }
@@ -446,7 +446,7 @@ impl Default for GuardSection {
         GuardSection {
             priority: DEFAULT_GUARD_PRIORITY,
             recheck_us: 0,
-            hold_us: HoldSetting::Auto,
+            hold_us: HoldSetting::Us(0),
         }
     }
 }

@@ -245,12 +245,13 @@ pub fn judge(mode: Mode, p: &ProfileSnapshot, costs: &KnobCosts, hold_ns: u64) -
 }
 
 /// `[guard] hold_us`: `"auto"` or a number of µs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HoldSetting {
-    /// The number, µs (0: never hold).
+    /// The number, µs (0: never hold — the default, until holding is
+    /// known not to starve a CPU's kernel work: a guest's kernel locked up
+    /// while the writer held a lane at SCHED_FIFO).
     Us(u64),
     /// From the measured wake-up cost and the service's gaps.
-    #[default]
     Auto,
 }
 
