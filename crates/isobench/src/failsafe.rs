@@ -145,6 +145,8 @@ fn one(p: &Params, helpers: &Helpers, run: usize, dir: &Path) -> Result<Rep> {
         let _ = daemon.wait();
         let _ = elfen_cgroup::Executor::recover(&state);
         let _ = Page::remove(&page_path);
+        // the killed daemon's health record beside its page
+        let _ = std::fs::remove_file(elfen_ops::health::health_path(Path::new(&page_path)));
     };
     let page = match wait_page(Path::new(&page_path), Duration::from_secs(20)) {
         Ok(pg) => Arc::new(pg),
