@@ -336,17 +336,7 @@ impl Drop for Server {
 /// Waits (up to 60 s) until the JVM's JIT compiler threads ran less than
 /// 5 ms in the last 500 ms.
 fn jit_quiet(pid: u32) {
-    let jit_ns = || -> u64 {
-        elfen_cmd::proc::thread_ids(pid)
-            .into_iter()
-            .filter(|&t| {
-                std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm"))
-                    .is_ok_and(|c| c.contains("CompilerThre"))
-            })
-            .filter_map(|t| elfen_cmd::proc::thread_schedstat(pid, t))
-            .map(|s| s.on_cpu_ns)
-            .sum()
-    };
+    let jit_ns = || elfen_trace::pause::jit_cpu_ns(pid);
     let t = Instant::now();
     let mut last = jit_ns();
     while t.elapsed() < Duration::from_secs(60) {
