@@ -148,6 +148,16 @@ impl Config {
         )
     }
 
+    /// Whether its batch runs in the idle class (`SCHED_IDLE` threads or a
+    /// `cpu.idle` group): it yields to every other task, so on a machine
+    /// whose CPUs other work keeps busy it may get nothing at all.
+    pub fn batch_runs_idle_class(self) -> bool {
+        matches!(
+            self,
+            Config::SchedIdle | Config::CpuIdle | Config::Guard | Config::Auto
+        )
+    }
+
     /// Whether it needs someone to act on the request lane's busy state
     /// besides the batch threads themselves: a guard or a freezer, woken by
     /// the kernel signal's writer.

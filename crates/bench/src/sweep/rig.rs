@@ -17,7 +17,7 @@ use crate::spec::{BenchSpec, CgroupVersion, Config, PageClock};
 use elfen_cgroup::{CgroupError, Controller, Executor, Group, Hierarchy, Knob, Layout};
 use elfen_cmd::proc::SchedClass;
 use elfen_daemon::bell::Bell;
-use elfen_daemon::config::{BlindSection, BlindWake, HoldSetting};
+use elfen_daemon::config::{BlindSection, BlindWake, GuardSection};
 use elfen_daemon::protection::auto::Auto;
 use elfen_daemon::protection::fit::KnobCosts;
 use elfen_daemon::protection::{Env, Lane, Settings, costs};
@@ -400,7 +400,8 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         group_priority: mode_priority,
         thread_cpus: rig.lanes.batch_cpus.clone(),
         guard_recheck: None,
-        hold: HoldSetting::Auto,
+        // the daemon's default: no holding through idle gaps unless asked
+        hold: GuardSection::default().hold_us,
         freeze_timeout: std::time::Duration::from_millis(50),
         blind: BlindSection {
             buffer_cores: rig.blind_buffer_cores,
