@@ -13,7 +13,7 @@ use anyhow::Context;
 use elfen_daemon::LcTarget;
 use elfen_daemon::config::{
     AutoSection, BatchSection, BlindSection, Config, FreezeSection, LcSection, MetricsSection,
-    Mode, PageSection, PolicySection, Unfit,
+    Mode, PageSection, PolicySection, Undelegated, Unfit,
 };
 use elfen_kernels::KernelKind;
 use elfen_policy::PolicyKind;
@@ -168,6 +168,9 @@ pub fn config_for(
             )),
             ..BatchSection::default()
         }],
+        // a measurement run from a shell: its group at the root where the
+        // shell's group is not delegated (said by the daemon)
+        undelegated: Undelegated::Root,
         ..Config::default()
     }
 }

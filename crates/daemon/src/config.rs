@@ -55,6 +55,13 @@ pub struct Config {
     /// everything and exit with status 3) or `continue` (keep running, the
     /// group marked lost in `elfen status` and the metrics).
     pub on_group_lost: OnGroupLost,
+    /// Where the groups of `[[batch]] command`s go when systemd manages
+    /// the host's cgroups but the daemon's own group is not delegated to it
+    /// (a shell's session scope, a unit without `Delegate=yes`): `refuse`
+    /// (default: the start is refused, naming the unit to change) or
+    /// `root` (made at the root of each hierarchy, beside systemd's, with a
+    /// warning — for a measurement run from a shell).
+    pub undelegated: Undelegated,
     /// The policy of every lane.
     pub policy: PolicySection,
     /// The LC service to protect.
@@ -92,6 +99,7 @@ impl Default for Config {
             freezer: FreezerChoice::Auto,
             heartbeat_ms: 100,
             on_group_lost: OnGroupLost::Stop,
+            undelegated: Undelegated::Refuse,
             policy: PolicySection::default(),
             lc: LcSection::default(),
             signal: SignalSection::default(),
@@ -205,6 +213,17 @@ pub enum OnGroupLost {
     Stop,
     /// Keep running; the group is marked lost.
     Continue,
+}
+
+/// `undelegated`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Undelegated {
+    /// Refuse to start commands (exit 78), naming the unit to change.
+    #[default]
+    Refuse,
+    /// Make their groups at the root of each hierarchy, with a warning.
+    Root,
 }
 
 /// `freezer`.

@@ -14,11 +14,12 @@
 //!   resources to children holds no process itself) and starts each
 //!   command in `<its group>/batch-<name>`, turning controllers on only in
 //!   its own group's `cgroup.subtree_control`. Not delegated, a command is
-//!   refused, naming the unit to change. Its own group's resource files
+//!   refused, naming the unit to change — unless `undelegated = "root"`
+//!   asks for the root of each hierarchy (said). Its own group's resource files
 //!   stay systemd's: the unit's `CPUWeight=idle` (the packaged unit sets
 //!   it) is what makes its batch yield as a whole.
 
-use crate::config::{BatchSection, Config, Mode};
+use crate::config::{BatchSection, Config, Mode, Undelegated};
 use crate::error::ConfigError;
 use crate::lc::LcTarget;
 use crate::subtree::GroupTarget;
@@ -88,10 +89,13 @@ impl Placement {
         }
     }
 
-    /// Decides the placement of commands on `host`: below the
-    /// daemon's own group where it is delegated, else at the root of each
-    /// hierarchy (where systemd manages it, said by [`undelegated_note`]).
-    pub fn decide(host: &HostSituation) -> Result<Placement, ConfigError> {
+    /// Decides the placement of `config`'s commands on `host`: below the
+    /// daemon's own group where it is delegated, at the root of each
+    /// hierarchy where no manager owns it; where systemd manages it and the
+    /// daemon's group is not delegated, commands are refused naming the
+    /// unit to change, unless `undelegated = "root"` (then said by
+    /// [`undelegated_note`]).
+    pub fn decide(config: &Config, host: &HostSituation) -> Result<Placement, ConfigError> {
         match &host.delegation {
             Delegation::NoManager => Ok(Placement::Root),
             Delegation::Delegated { unit, .. } => {
@@ -107,38 +111,71 @@ impl Placement {
                     unit: unit.clone(),
                 })
             }
-            // refused no more: said (undelegated_note) and made at the root
-            Delegation::NotDelegated { .. } => Ok(Placement::Root),
+            Delegation::NotDelegated { unit, why } => {
+                let Some(i) = config.batch.iter().position(|b| b.command.is_some()) else {
+                    // nothing to create: named groups need no delegation
+                    return Ok(Placement::Root);
+                };
+                match config.undelegated {
+                    Undelegated::Root => Ok(Placement::Root),
+                    Undelegated::Refuse => Err(err(
+                        format!("batch[{i}].command"),
+                        format!(
+                            "systemd manages this host's cgroups and the daemon's group {} is \
+                             not delegated to it ({why}), so it may not create the command's \
+                             group; {}; or run the batch work as a unit of its own and name it \
+                             (slice = \"batch.slice\", unit = …); or set undelegated = \"root\" \
+                             to make the group at the root of the hierarchy, beside systemd's",
+                            own_group_name(host),
+                            delegation_fix(unit.as_deref())
+                        ),
+                    )),
+                }
+            }
         }
     }
 }
 
-/// The warning for groups of commands made at the root of a tree systemd
-/// manages, where the daemon's own group is not delegated to it (naming
-/// the unit to change); `None` where there is nothing to say.
-pub fn undelegated_note(config: &Config, host: &HostSituation) -> Option<String> {
-    let Delegation::NotDelegated { unit, why } = &host.delegation else {
-        return None;
-    };
-    let i = config.batch.iter().position(|b| b.command.is_some())?;
-    let own = host
-        .own_group
+/// The daemon's own group, for messages.
+fn own_group_name(host: &HostSituation) -> String {
+    host.own_group
         .as_ref()
-        .map_or("unknown".into(), |g| g.to_string());
-    let fix = match unit {
+        .map_or("unknown".into(), |g| g.to_string())
+}
+
+/// How to delegate the daemon's group: its unit `unit` changed, or the
+/// packaged unit.
+fn delegation_fix(unit: Option<&str>) -> String {
+    match unit {
         Some(u) => format!(
             "set Delegate=yes on {u} (systemctl edit {u}: [Service] Delegate=yes), or run the \
              daemon as the packaged elfen-daemon.service"
         ),
         None => "run the daemon as the packaged elfen-daemon.service (Delegate=yes)".into(),
+    }
+}
+
+/// The warning for groups of commands made at the root of a tree systemd
+/// manages (`undelegated = "root"`), where the daemon's own group is not
+/// delegated to it (naming the unit to change); `None` where there is
+/// nothing to say.
+pub fn undelegated_note(config: &Config, host: &HostSituation) -> Option<String> {
+    let Delegation::NotDelegated { unit, why } = &host.delegation else {
+        return None;
     };
+    if config.undelegated != Undelegated::Root {
+        return None;
+    }
+    let i = config.batch.iter().position(|b| b.command.is_some())?;
     Some(format!(
         "WARNING batch[{i}].command: systemd manages this host's cgroups and the daemon's group \
-         {own} is not delegated to it ({why}): the groups of commands are made at the root of \
-         the hierarchy, beside systemd's (it does not manage them, but a unit's settings may \
-         change the root's controllers under them); {fix} to have them below the daemon's \
-         own group; or run the batch work as a unit of its own and name it (slice = \
-         \"batch.slice\", unit = …)"
+         {} is not delegated to it ({why}): the groups of commands are made at the root of \
+         the hierarchy, beside systemd's, as undelegated = \"root\" asks (systemd does not \
+         manage them, but a unit's settings may change the root's controllers under them); \
+         {} to have them below the daemon's own group; or run the batch work as a unit of its \
+         own and name it (slice = \"batch.slice\", unit = …)",
+        own_group_name(host),
+        delegation_fix(unit.as_deref())
     ))
 }
 

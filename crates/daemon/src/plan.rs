@@ -207,7 +207,7 @@ impl Plan {
         let (stale_state, reused) = check_state_file(&config.state_file)?;
         notes.extend(reused);
         check_privileges(config)?;
-        let placement = Placement::decide(&host)?;
+        let placement = Placement::decide(config, &host)?;
         notes.extend(placement::undelegated_note(config, &host));
         let isolation = crate::isolation::plan::resolve(config, &mut notes)?;
         let mut groups = Vec::new();

@@ -177,7 +177,7 @@ fn one(
         )
     };
     let text = format!(
-        "page = \"/dev/shm/elfen-isobench-{}-egress\"\nstate_file = \"{}\"\npairs = \"0:1\"\n\
+        "page = \"/dev/shm/elfen-isobench-{}-egress\"\nstate_file = \"{}\"\npairs = \"0:1\"\nundelegated = \"root\"\n\
          [metrics]\nlisten = \"\"\n[memory]\nmin_available = 0\npressure = \"off\"\n\
          [lc]\npid = {}\n[[batch]]\nname = \"upload\"\nmode = \"cooperative\"\n{batch}",
         std::process::id(),

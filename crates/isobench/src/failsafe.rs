@@ -127,7 +127,7 @@ fn one(p: &Params, helpers: &Helpers, run: usize, dir: &Path) -> Result<Rep> {
     std::fs::write(
         &cfg,
         format!(
-            "page = \"{page_path}\"\nstate_file = \"{}\"\npairs = \"0:1\"\nheartbeat_ms = {}\n\
+            "page = \"{page_path}\"\nstate_file = \"{}\"\npairs = \"0:1\"\nheartbeat_ms = {}\nundelegated = \"root\"\n\
              [metrics]\nlisten = \"\"\n[memory]\nmin_available = 0\npressure = \"off\"\n\
              [lc]\ncomm = \"{name}\"\n\
              [[batch]]\nname = \"coop\"\nmode = \"cooperative\"\ncommand = [\"sleep\", \"3600\"]\n",

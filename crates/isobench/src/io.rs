@@ -218,7 +218,7 @@ fn one(
     };
     let lc = ChildGuard(Command::new("sleep").arg("3600").spawn()?);
     let config_text = format!(
-        "page = \"/dev/shm/elfen-isobench-{}-io\"\nstate_file = \"{}\"\npairs = \"0:1\"\n\
+        "page = \"/dev/shm/elfen-isobench-{}-io\"\nstate_file = \"{}\"\npairs = \"0:1\"\nundelegated = \"root\"\n\
          [metrics]\nlisten = \"\"\n[memory]\nmin_available = 0\npressure = \"off\"\n{budget}\
          [lc]\npid = {}\n{batch}",
         std::process::id(),

@@ -254,7 +254,7 @@ fn one(
         .join(", ");
     let page = format!("/dev/shm/elfen-isobench-{}-mem", std::process::id());
     let config = format!(
-        "page = \"{page}\"\nstate_file = \"{}\"\npairs = \"{}:{}\"\n\
+        "page = \"{page}\"\nstate_file = \"{}\"\npairs = \"{}:{}\"\nundelegated = \"root\"\n\
          [metrics]\nlisten = \"\"\n\
          [memory]\nmin_available = {watermark}\npoll_ms = {}\ncooldown_ms = 600000\nkill_log = \"{}\"\n\
          [lc]\npid = {}\n\

@@ -93,7 +93,7 @@ fn the_kill_switch_toggled_under_load_loses_no_request_and_leaves_nothing_frozen
         let page = format!("/dev/shm/elfen-isobench-test-{}-ks", std::process::id());
         let d = InProcessDaemon::start(
             &format!(
-                "page = \"{page}\"\nstate_file = \"{}\"\npairs = \"0:1\"\n\
+                "page = \"{page}\"\nstate_file = \"{}\"\npairs = \"0:1\"\nundelegated = \"root\"\n\
                  [metrics]\nlisten = \"\"\n[memory]\nmin_available = 0\npressure = \"off\"\n\
                  [lc]\npid = {}\n[[batch]]\nname = \"spin\"\nmode = \"{mode}\"\n\
                  command = [\"sh\", \"-c\", \"while :; do :; done\"]\n",

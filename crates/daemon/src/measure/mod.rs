@@ -316,6 +316,9 @@ fn phase_config(p: &Params, dir: &Path, lc_pid: u32, pm: PhaseMode) -> Config {
             unfit: Unfit::Warn,
             ..FreezeSection::default()
         },
+        // a measurement run from a shell: the spinner's group at the root
+        // where the shell's group is not delegated (said by the daemon)
+        undelegated: crate::config::Undelegated::Root,
         ..Config::default()
     }
 }

@@ -275,7 +275,7 @@ fn names_that_do_not_exist_are_refused_and_named() {
 }
 
 #[test]
-fn commands_go_below_the_delegated_group_or_are_said_naming_the_unit() {
+fn commands_go_below_the_delegated_group_or_are_refused_naming_the_unit() {
     if !elfen_cmd::proc::is_root() {
         elfen_cmd::skip::skip(elfen_cmd::skip::Need::Root, "a command's group needs root");
         return;
@@ -285,8 +285,20 @@ fn commands_go_below_the_delegated_group_or_are_said_naming_the_unit() {
     let root = systemd_v2_root(d);
     let body = format!("{LC_UNIT}[[batch]]\nname = \"b\"\nmode = \"idle\"\ncommand = [\"true\"]\n");
     let c = config(d, &root, &body);
-    // not delegated: at the root, with a warning naming the unit to change
-    let plan = Plan::resolve_with(&c, Some(situation(false))).unwrap();
+    // not delegated: refused, naming the unit to change and the opt-in
+    refused(
+        d,
+        &c,
+        situation(false),
+        "batch[0].command",
+        "set Delegate=yes on elfen-daemon.service",
+    );
+    let e = Plan::resolve_with(&c, Some(situation(false))).unwrap_err();
+    assert!(e.reason.contains("undelegated = \"root\""), "{e}");
+    // asked for: at the root, with a warning naming the unit to change
+    let mut at_root = c.clone();
+    at_root.undelegated = elfen_daemon::config::Undelegated::Root;
+    let plan = Plan::resolve_with(&at_root, Some(situation(false))).unwrap();
     assert_eq!(plan.placement, Placement::Root);
     assert!(
         plan.notes
