@@ -220,7 +220,6 @@ fn batch_thread(
     region: &Region,
     clock: Clock,
 ) -> std::result::Result<(), String> {
-    elfen_cmd::proc::set_sched(0, sched).map_err(|e| format!("{}: {e}", sched.name()))?;
     let bt = match plan.lane {
         Some(lane) => {
             let page = page.ok_or("no page")?;
@@ -237,6 +236,10 @@ fn batch_thread(
         }
     };
     let mut kernel = Kernel::with_config(kind, config).map_err(|e| e.to_string())?;
+    // the planned class from here on: set up (pinned, attached, buffers
+    // filled) at the harness's own class, so a SCHED_IDLE batch on a lane
+    // other work keeps busy still starts; it runs nothing before `go`
+    elfen_cmd::proc::set_sched(0, sched).map_err(|e| format!("{}: {e}", sched.name()))?;
     let s = slot(region, i);
     s.tid.store(elfen_cmd::proc::gettid(), Ordering::Release);
     let h = header(region);
