@@ -112,7 +112,7 @@ impl Placement {
                 })
             }
             Delegation::NotDelegated { unit, why } => {
-                let Some(i) = config.batch.iter().position(|b| b.command.is_some()) else {
+                let Some(i) = first_command(config) else {
                     // nothing to create: named groups need no delegation
                     return Ok(Placement::Root);
                 };
@@ -134,6 +134,12 @@ impl Placement {
             }
         }
     }
+}
+
+/// The index of the first `[[batch]]` group with a `command` (whose group
+/// the daemon creates), if any.
+fn first_command(config: &Config) -> Option<usize> {
+    config.batch.iter().position(|b| b.command.is_some())
 }
 
 /// The daemon's own group, for messages.
@@ -166,7 +172,7 @@ pub fn undelegated_note(config: &Config, host: &HostSituation) -> Option<String>
     if config.undelegated != Undelegated::Root {
         return None;
     }
-    let i = config.batch.iter().position(|b| b.command.is_some())?;
+    let i = first_command(config)?;
     Some(format!(
         "WARNING batch[{i}].command: systemd manages this host's cgroups and the daemon's group \
          {} is not delegated to it ({why}): the groups of commands are made at the root of \
