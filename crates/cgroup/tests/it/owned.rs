@@ -232,9 +232,18 @@ fn owned_tree(ex: &mut Executor, name: &str) -> (Group, std::path::PathBuf, Reap
         .hierarchy()
         .group_dir(Controller::Cpuset, g.path())
         .unwrap();
+    // formed: the outer shell and its three sleeps. Until the inner shell
+    // has forked its sleep and exited there are transiently 4 or 5
+    // processes of other names (setsid, the inner sh): counting 4 alone
+    // could stop at such a moment, before the inner sleep joins.
     let formed = (0..500).any(|_| {
         std::thread::sleep(Duration::from_millis(10));
-        procs(&cpuset).len() == 4
+        let p = procs(&cpuset);
+        let sleeps = p
+            .iter()
+            .filter(|&&q| elfen_cmd::proc::comm(q).as_deref() == Some("sleep"))
+            .count();
+        p.len() == 4 && sleeps == 3
     });
     assert!(formed, "the tree formed: {:?}", procs(&cpuset));
     let reap = Reap(procs(&cpuset));
