@@ -20,6 +20,10 @@
 # an unexpected skip (scripts/vm/expected-skips), a boot or run timeout, or
 # missing results.
 #
+# A guest whose console stays quiet past ELFEN_VM_SILENCE_S (default 300 s) is
+# killed (what its vCPUs did is saved) and restarted to resume after its last
+# result, at most ELFEN_VM_RESUMES (default 2) times; each silence is said.
+#
 # Environment: ELFEN_VM_CACHE (image cache), ELFEN_VM_MIRROR (Debian mirror),
 # ELFEN_VM_ACCEL (auto|kvm|tcg), ELFEN_VM_BOOT_TIMEOUT_S, ELFEN_VM_TIMEOUT_S,
 # ELFEN_VM_TEST_TIMEOUT_S (one test), ELFEN_VM_SLACK (the guest's time stretch),
@@ -138,12 +142,42 @@ say "payload: $(du -sm "$pay" | cut -f1) MB ($(wc -l <"$pay/tests.tsv") test bin
 rm -rf "$pay"
 
 # --- boot, run, power off ----------------------------------------------------
-boot_status=0
-scripts/vm/boot.sh "$image_dir" "$out/payload.img" "$out" || boot_status=$?
+# A guest that goes silent (boot.sh exit 5: its console quiet past the
+# silence bound) is restarted on the same payload, up to
+# $ELFEN_VM_RESUMES (default 2) times: the runner goes on after its last
+# recorded result and runs the test in flight again (a second silence during
+# the same test fails it). Each silence is said here and in the results.
+resumes="${ELFEN_VM_RESUMES:-2}"
+boots=1
+: >"$out/silences.txt"
+while :; do
+  boot_status=0
+  scripts/vm/boot.sh "$image_dir" "$out/payload.img" "$out" || boot_status=$?
+  [ "$boot_status" -eq 5 ] || break
+  # a guest that finished its tests while the silence was looked into
+  # powered off too late: its results are complete, nothing to resume
+  e2fsck -fy "$out/payload.img" >"$out/e2fsck.log" 2>&1 || true
+  if debugfs -R "stat /results/complete" "$out/payload.img" 2>/dev/null | grep -q '^Inode:'; then
+    say "the guest's results are complete (it finished while it was looked into)"
+    boot_status=0
+  fi
+  mv "$out/serial.log" "$out/serial-boot$boots.log"
+  mv "$out/silence-regs.txt" "$out/silence-regs-boot$boots.txt" 2>/dev/null || true
+  last=$(tr -d '\r' <"$out/serial-boot$boots.log" | sed -n 's/^.*@@elfen-vm //p' | tail -n1)
+  printf 'boot %s went silent; its last line: %s (console: serial-boot%s.log, vCPU registers: silence-regs-boot%s.txt)\n' \
+    "$boots" "${last:-none}" "$boots" "$boots" >>"$out/silences.txt"
+  [ "$boot_status" -eq 5 ] && [ "$boots" -le "$resumes" ] || break
+  say "restarting the guest on the same payload to resume after its last result (restart $boots of at most $resumes)"
+  boots=$((boots + 1))
+  ELFEN_VM_ACCEL=$(cat "$out/accel")
+  export ELFEN_VM_ACCEL
+done
 t_done=$(now_s)
 
 # --- results -----------------------------------------------------------------
 rm -rf "$out/results"
+# a guest that was killed left its journal unreplayed: e2fsck replays it
+[ "$boot_status" -eq 0 ] || e2fsck -fy "$out/payload.img" >"$out/e2fsck.log" 2>&1 || true
 debugfs -R "rdump /results $out" "$out/payload.img" >/dev/null 2>"$out/debugfs.err" || true
 rm -f "$out/payload.img"
 accel=$(cat "$out/accel" 2>/dev/null || echo "?")

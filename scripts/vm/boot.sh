@@ -17,8 +17,15 @@
 #
 # Bounds: the runner must say it is up within $ELFEN_VM_BOOT_TIMEOUT_S (default
 # 300 s), and the guest must power off within $ELFEN_VM_TIMEOUT_S (default
-# 2400 s) of the start; otherwise qemu is killed. Exit status: 0 the guest
-# powered off, 2 boot timeout, 3 run timeout, 4 qemu failed.
+# 2400 s) of the start; otherwise qemu is killed. Once up, a console that
+# stays quiet for $ELFEN_VM_SILENCE_S (default 300 s; the runner prints a line
+# a minute while a test runs) is a guest that stopped: what its vCPUs were
+# doing is saved (qemu's monitor: `info registers -a` into
+# OUT_DIR/silence-regs.txt), the guest kernel is asked for its CPUs'
+# backtraces (SysRq l and w on the emulated keyboard; what it prints within
+# $ELFEN_VM_SYSRQ_WAIT_S, default 30 s, lands in the console log), and qemu is
+# killed. Exit status: 0 the guest powered off,
+# 2 boot timeout, 3 run timeout, 4 qemu failed, 5 the guest went silent.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -29,12 +36,14 @@ accel="${ELFEN_VM_ACCEL:-auto}"
 probe_s="${ELFEN_VM_KVM_PROBE_S:-10}"
 boot_timeout="${ELFEN_VM_BOOT_TIMEOUT_S:-300}"
 run_timeout="${ELFEN_VM_TIMEOUT_S:-2400}"
+silence_s="${ELFEN_VM_SILENCE_S:-300}"
+sysrq_wait_s="${ELFEN_VM_SYSRQ_WAIT_S:-30}"
 command -v qemu-system-x86_64 >/dev/null ||
   die "qemu-system-x86_64 is missing: scripts/setup.sh --deps installs it (scripts/deps/vm.apt)"
 
 # shellcheck disable=SC2054 # qemu arguments with commas
 CPU=(-cpu Skylake-Server -smp 4,sockets=1,cores=2,threads=2)
-APPEND="console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1"
+APPEND="console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1 sysrq_always_enabled=1"
 
 qemu_pid=""
 stop_qemu() {
@@ -96,8 +105,45 @@ case "$accel" in
 esac
 echo "$accel" >"$out/accel"
 
+# hmp COMMAND...: each command sent to qemu's human monitor (the socket of
+# the guest's run), what it answered on stdout. Needs python3; says so
+# without it.
+monitor="$out/monitor.sock"
+hmp() {
+  command -v python3 >/dev/null || { echo "(python3 is missing: the monitor was not asked)"; return 0; }
+  python3 - "$monitor" "$@" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(20)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print(f"(the monitor did not answer: {e})")
+    sys.exit(0)
+def until_prompt():
+    buf = b""
+    while not buf.endswith(b"(qemu) "):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace")
+try:
+    until_prompt()
+    for cmd in sys.argv[2:]:
+        s.sendall(cmd.encode() + b"\n")
+        print(f"== {cmd}")
+        # the monitor echoes the command with line-editing codes first
+        answer = until_prompt().replace("\r", "").rsplit("(qemu) ", 1)[0]
+        print(answer.split("\n", 1)[-1])
+except OSError as e:
+    print(f"(the monitor stopped answering: {e})")
+PY
+}
+
 serial="$out/serial.log"
 : >"$serial"
+rm -f "$monitor"
 t_launch=$(now_s)
 qemu-system-x86_64 -accel "$accel" "${CPU[@]}" -m 2048 \
   -nodefaults -display none -no-reboot -nic none \
@@ -106,14 +152,19 @@ qemu-system-x86_64 -accel "$accel" "${CPU[@]}" -m 2048 \
   -drive "file=$img/root.img,format=raw,if=virtio,snapshot=on" \
   -drive "file=$payload,format=raw,if=virtio" \
   -device virtio-rng-pci \
+  -monitor "unix:$monitor,server=on,wait=off" \
   -serial "file:$serial" >"$out/qemu.err" 2>&1 &
 qemu_pid=$!
 say "guest started (qemu pid $qemu_pid, log $serial); boot bound ${boot_timeout} s, run bound ${run_timeout} s"
 
 # Prints the runner's "@@elfen-vm" lines as they come; watches the bounds.
-seen=0 booted="" status=0
+seen=0 booted="" status=0 size=0 t_heard=$(now_s)
 while :; do
   n=$(wc -l <"$serial")
+  if [ "$(stat -c %s "$serial")" -ne "$size" ]; then
+    size=$(stat -c %s "$serial")
+    t_heard=$(now_s)
+  fi
   if [ "$n" -gt "$seen" ]; then
     sed -n "$((seen + 1)),${n}p" "$serial" | tr -d '\r' | sed -n 's/^.*@@elfen-vm /vm| /p'
     if [ -z "$booted" ] && sed -n "$((seen + 1)),${n}p" "$serial" | grep -q '@@elfen-vm up:'; then
@@ -137,6 +188,26 @@ while :; do
     tail -n 30 "$serial" | tr -d '\r' | sed 's/^/  | /' >&2
     stop_qemu
     status=2
+    break
+  fi
+  quiet=$(elapsed_s "$t_heard" "$(now_s)")
+  if [ -n "$booted" ] && awk -v t="$quiet" -v b="$silence_s" 'BEGIN { exit !(t > b) }'; then
+    say "the guest went silent: nothing on its console for ${silence_s} s, $t s after the start; the console's last lines:"
+    tail -n 8 "$serial" | tr -d '\r' | sed 's/^/  | /' >&2
+    hmp "info status" "info cpus" "info registers -a" >"$out/silence-regs.txt" 2>&1
+    say "its vCPUs (qemu's monitor): $(grep -o 'thread_id=[0-9]*' "$out/silence-regs.txt" | wc -l) listed; RIP of each: $(grep -o 'RIP=[0-9a-f]*' "$out/silence-regs.txt" | cut -d= -f2 | paste -sd' ' -) (registers in $out/silence-regs.txt)"
+    hmp "sendkey alt-sysrq-l" >/dev/null 2>&1
+    sleep "$((sysrq_wait_s / 3))"
+    hmp "sendkey alt-sysrq-w" >/dev/null 2>&1
+    sleep "$((sysrq_wait_s - sysrq_wait_s / 3))"
+    after=$(tail -c +"$((size + 1))" "$serial" | tr -d '\r' | wc -l)
+    if [ "$after" -gt 0 ]; then
+      say "the guest kernel answered SysRq l/w with $after lines (backtraces in $serial)"
+    else
+      say "the guest kernel printed nothing after SysRq l/w within ${sysrq_wait_s} s (kernel and console stopped, or the keyboard not seen)"
+    fi
+    stop_qemu
+    status=5
     break
   fi
   if awk -v t="$t" -v b="$run_timeout" 'BEGIN { exit !(t > b) }'; then

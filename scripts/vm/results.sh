@@ -19,6 +19,7 @@ case "$boot_status" in
   2) say "FAILED: boot timeout (serial console: $out/serial.log)"; exit 1 ;;
   3) say "FAILED: run timeout (serial console: $out/serial.log)"; bad=1 ;;
   4) say "FAILED: qemu did not run (see $out/qemu.err)"; exit 1 ;;
+  5) say "FAILED: the guest went silent and the restarts ran out (see $out/silences.txt)"; bad=1 ;;
   *) say "FAILED: boot.sh exit status $boot_status"; exit 1 ;;
 esac
 if [ ! -s "$sum" ]; then
@@ -74,6 +75,10 @@ up=$(sed -n 's/^uptime_at_start_s //p' "$res/facts.txt" 2>/dev/null)
 printf '\nVM test bed: %s passed, %s failed, %s skipped; accelerator %s; ' "$pass" "$fail" "$skip" "${accel^^}"
 printf 'boot %s s (qemu start to the runner; the guest kernel had run %s s); ' "$boot_s" "${up:-?}"
 printf 'guest %s s; whole run %s s\n' "$vm_s" "$total_s"
+if [ -s "$out/silences.txt" ]; then
+  echo "the guest went silent $(wc -l <"$out/silences.txt") time(s) (an emulator or guest kernel stop, not a test's failure; its vCPUs' registers and any SysRq backtraces are kept):"
+  sed 's/^/  /' "$out/silences.txt"
+fi
 echo "SMT topology emulated (2 cores x 2 threads): it proves topology, pairing and multi-pair code paths, not SMT interference."
 echo "logs: $out (serial.log, results/logs/)"
 if [ "$bad" -ne 0 ]; then

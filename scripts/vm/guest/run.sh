@@ -13,16 +13,64 @@
 #      note), a log per test under results/logs/, and results/complete last.
 #
 # Progress goes to the console as "@@elfen-vm ..." lines, which the host
-# prints. The unit powers the guest off when this script ends.
+# prints; a test that runs long says so every minute, so a console that
+# stays quiet means a guest that stopped (the host's silence bound). The
+# unit powers the guest off when this script ends.
+#
+# Resuming: when the host restarted the guest after it went silent, the
+# payload holds results without results/complete. The run then goes on
+# after the last recorded test; the test that was in flight at the silence
+# (results/current) runs again, and fails if the guest went silent during it
+# twice. Every record is synced to the disk as it is written.
 set -u
 P=/mnt/elfen
 R=$P/results
-rm -rf "$R"
-mkdir -p "$R/logs"
 SUMMARY=$R/summary.tsv
-: >"$SUMMARY"
+RESUMED=""
+if [ -s "$SUMMARY" ] && [ ! -e "$R/complete" ]; then
+  RESUMED=$(($(cat "$R/boots" 2>/dev/null || echo 1) + 1))
+  echo "$RESUMED" >"$R/boots"
+else
+  rm -rf "$R"
+  mkdir -p "$R/logs"
+  : >"$SUMMARY"
+  echo 1 >"$R/boots"
+fi
 
 mark() { echo "@@elfen-vm $*"; }
+
+# Whether "suite<TAB>test" has a result already (a resumed run).
+done_before() {
+  [ -n "$RESUMED" ] && cut -f1,2 "$SUMMARY" | grep -qxF "$1"$'\t'"$2"
+}
+
+# begin SUITE TEST: notes the test in flight (synced); its note prefix when
+# it runs again after a silence during it, in AGAIN. Returns 1 when the
+# guest went silent during it twice (recorded as a failure then).
+AGAIN=""
+begin() {
+  AGAIN=""
+  if [ -n "$RESUMED" ] && [ -s "$R/current" ] && [ "$(cat "$R/current")" = "$1"$'\t'"$2" ]; then
+    printf '%s\t%s\n' "$1" "$2" >>"$R/silenced.tsv"
+    if [ "$(grep -cxF "$1"$'\t'"$2" "$R/silenced.tsv")" -ge 2 ]; then
+      : >"$R/current"
+      record "$1" "$2" fail 0 "the guest went silent during this test twice (the host restarted it each time)"
+      return 1
+    fi
+    AGAIN="run again: the guest went silent during its first run"
+  fi
+  printf '%s\t%s\n' "$1" "$2" >"$R/current"
+  sync "$R/current"
+}
+
+# A line a minute while a test runs (killed by the caller).
+heartbeat() {
+  local what="$1" n=0
+  while sleep 60; do
+    n=$((n + 60))
+    mark "still running: $what (${n} s)"
+  done
+}
 
 # The run's settings from the host (ELFEN_BIN, timeouts, a selection), and the
 # accelerator the host chose (on the kernel command line): tests read ELFEN_VM
@@ -43,6 +91,7 @@ record() {
   local note="${5//$'\t'/ }"
   note="${note//$'\n'/ | }"
   printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$note" >>"$SUMMARY"
+  sync "$SUMMARY"
   mark "[$3] $1 $2 (${4} s)${note:+ — $note}"
 }
 
@@ -56,7 +105,7 @@ done <"$P/links.tsv"
 # 2. what this guest is
 up=$(cut -d' ' -f1 /proc/uptime)
 fs=$(stat -fc %T /sys/fs/cgroup)
-mark "up: runner started ${up} s after the kernel; kernel $(uname -r); $(nproc) CPUs; /sys/fs/cgroup is ${fs}; accelerator ${ELFEN_VM}, slack ${ELFEN_VM_SLACK}"
+mark "up: runner started ${up} s after the kernel; kernel $(uname -r); $(nproc) CPUs; /sys/fs/cgroup is ${fs}; accelerator ${ELFEN_VM}, slack ${ELFEN_VM_SLACK}${RESUMED:+; boot $RESUMED, resuming after $(wc -l <"$SUMMARY") results}"
 {
   echo "uptime_at_start_s $up"
   echo "kernel $(uname -r)"
@@ -74,13 +123,17 @@ mark "up: runner started ${up} s after the kernel; kernel $(uname -r); $(nproc) 
 sed 's/^/@@elfen-vm fact: /' "$R/facts.txt"
 
 t0=$(date +%s.%N)
-if [ "$fs" = cgroup2fs ] && [ ! -d /sys/fs/cgroup/unified ] && [ ! -d /sys/fs/cgroup/cpuset ]; then
+if done_before vm cgroup-v2-only; then
+  :
+elif [ "$fs" = cgroup2fs ] && [ ! -d /sys/fs/cgroup/unified ] && [ ! -d /sys/fs/cgroup/cpuset ]; then
   record vm cgroup-v2-only pass 0 "/sys/fs/cgroup is cgroup2fs, no v1 hierarchy; controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 else
   record vm cgroup-v2-only fail 0 "/sys/fs/cgroup is $fs"
 fi
 sib=$(for c in 0 1 2 3; do cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list 2>/dev/null; done | paste -sd' ' -)
-if [ "$(nproc)" = 4 ] && [ "$sib" = "0-1 0-1 2-3 2-3" ]; then
+if done_before vm smt-2x2; then
+  :
+elif [ "$(nproc)" = 4 ] && [ "$sib" = "0-1 0-1 2-3 2-3" ]; then
   record vm smt-2x2 pass 0 "4 CPUs, siblings 0-1 and 2-3 (emulated SMT: proves topology, pairing and multi-pair code paths, not SMT interference)"
 else
   record vm smt-2x2 fail 0 "$(nproc) CPUs, siblings of cpu0-3: $sib"
@@ -93,9 +146,14 @@ fi
 run_test() {
   local suite="$1" bin="$2" t="$3" log rc s0 secs status note
   log="$R/logs/${suite//\//.}.${t//::/.}.log"
+  begin "$suite" "$t" || return 0
   s0=$(date +%s.%N)
+  heartbeat "$suite $t" &
+  local beat=$!
   timeout -k 10 "$TEST_TIMEOUT_S" "$bin" --exact "$t" --nocapture --test-threads=1 </dev/null >"$log" 2>&1
   rc=$?
+  kill "$beat" 2>/dev/null
+  wait "$beat" 2>/dev/null
   secs=$(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   note=$(grep -E -m3 'timing not asserted' "$log" | paste -sd';' -)
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
@@ -117,6 +175,7 @@ run_test() {
   else
     status=pass
   fi
+  [ -z "$AGAIN" ] || note="$AGAIN${note:+; $note}"
   record "$suite" "$t" "$status" "$secs" "$note"
 }
 
@@ -135,6 +194,7 @@ while IFS=$'\t' read -r -u 3 suite bin filter; do
   mark "$suite: ${#tests[@]} tests"
   for t in "${tests[@]}"; do
     [[ -z "$SELECT" || "$suite $t" =~ $SELECT ]] || continue
+    done_before "$suite" "$t" && continue
     run_test "$suite" "$bin" "$t"
   done
 done 3<"$P/tests.tsv"
@@ -146,11 +206,17 @@ for s in "$P"/scenarios/*.sh; do
   [ -f "$s" ] || continue
   name=$(basename "$s" .sh)
   [[ -z "$SELECT" || "scenario $name" =~ $SELECT ]] || continue
+  done_before scenario "$name" && continue
   log="$R/logs/scenario.$name.log"
+  begin scenario "$name" || continue
   mark "scenario $name"
   s0=$(date +%s.%N)
+  heartbeat "scenario $name" &
+  beat=$!
   timeout -k 10 "$TEST_TIMEOUT_S" bash "$s" </dev/null >"$log" 2>&1
   rc=$?
+  kill "$beat" 2>/dev/null
+  wait "$beat" 2>/dev/null
   secs=$(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   sed 's/^/@@elfen-vm   | /' "$log"
   note=$(grep -E '^note: ' "$log" | sed 's/^note: //' | paste -sd';' -)
@@ -160,10 +226,12 @@ for s in "$P"/scenarios/*.sh; do
     124 | 137) status=fail; note="timed out after ${TEST_TIMEOUT_S} s; $note" ;;
     *) status=fail; note="$(grep -E '^FAIL: ' "$log" | head -n3 | paste -sd';' -)${note:+; $note}" ;;
   esac
+  [ -z "$AGAIN" ] || note="$AGAIN${note:+; $note}"
   record scenario "$name" "$status" "$secs" "$note"
 done
 
 total=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+: >"$R/current"
 journalctl -b --no-pager -o short-monotonic >"$R/journal.txt" 2>/dev/null
 echo "$total" >"$R/seconds"
 touch "$R/complete"
