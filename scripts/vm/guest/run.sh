@@ -122,6 +122,28 @@ mark "up: runner started ${up} s after the kernel; kernel $(uname -r); $(nproc) 
 } >"$R/facts.txt"
 sed 's/^/@@elfen-vm fact: /' "$R/facts.txt"
 
+# Under TCG, the tracepoints the guest's BPF programs attach to are
+# switched on once, here, and left on (their trace buffer off): attaching the
+# first program to a tracepoint flips its static key, which rewrites kernel
+# text (int3 and IPIs) where other vCPUs run it — in __schedule for
+# sched_switch. Under TCG's multi-threaded emulation that rewrite sometimes
+# left two vCPUs stuck at the patched instruction (RCU stall, then a silent
+# guest, seen in the BPF source and live daemon tests). With the keys on
+# already, an attach only adds a probe. A real host patches as usual; KVM
+# guests run as-is.
+if [ "$ELFEN_VM" = tcg ]; then
+  T=/sys/kernel/tracing
+  [ -e "$T/events" ] || mount -t tracefs tracefs "$T" 2>/dev/null
+  on=""
+  # the tracepoints of crates/bpf's programs (src/bpf/sched.bpf.c), which the
+  # guest's tests attach
+  for ev in sched/sched_switch sched/sched_wakeup; do
+    if echo 1 >"$T/events/$ev/enable" 2>/dev/null; then on="$on ${ev#*/}"; fi
+  done
+  echo 0 >"$T/tracing_on" 2>/dev/null
+  mark "tracepoints kept on for TCG (their static keys never flip during the tests; trace buffer off):${on:- none}"
+fi
+
 t0=$(date +%s.%N)
 if done_before vm cgroup-v2-only; then
   :
