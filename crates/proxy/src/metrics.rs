@@ -72,18 +72,34 @@ fn gauge(
 
 impl Collector for ProxyCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.encode_requests(&mut enc)?;
+        self.encode_replicas(&mut enc)?;
+        self.encode_jvm(&mut enc)?;
+        let e = &self.engine;
+        gauge(
+            &mut enc,
+            "elfen_proxy_in_flight",
+            "Requests in flight",
+            &[(Labels::new(), e.in_flight() as f64)],
+        )
+    }
+}
+
+impl ProxyCollector {
+    /// The engine's counters of client requests, hedges and swaps.
+    fn encode_requests(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let e = &self.engine;
         let c = &e.counters;
         let one = |v: u64| vec![(Labels::new(), v as f64)];
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_requests",
             "Client work requests",
             None,
             &one(c.requests.load(Relaxed)),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_failed",
             "Requests answered with the proxy's failure (no replica could answer)",
             None,
@@ -103,62 +119,64 @@ impl Collector for ProxyCollector {
             c.hedges_timeout.load(Relaxed) as f64,
         ));
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_hedges",
             "Requests re-sent to the other replica, by why",
             None,
             &hedges,
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_hedge_wins",
             "Hedged requests the other replica answered first",
             None,
             &one(c.hedge_wins.load(Relaxed)),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_swaps",
             "Role swaps (active to backup)",
             None,
             &one(c.swaps.load(Relaxed)),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_malformed",
             "Malformed client requests (answered with an error, that client only)",
             None,
             &one(c.malformed.load(Relaxed)),
         )?;
-        let per = |f: &dyn Fn(usize) -> f64| -> Vec<(Labels, f64)> {
-            (0..2)
-                .map(|r| (vec![("replica", e.replicas[r].name.to_string())], f(r)))
-                .collect()
-        };
+        Ok(())
+    }
+
+    /// Each replica's counters, errors, pauses, role and state.
+    fn encode_replicas(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &self.engine;
+        let per = |f: &dyn Fn(usize) -> f64| per_replica(e, f);
         let rc = |r: usize| &e.replicas[r].counters;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_duplicate_work",
             "Answers after the other replica's: requests served twice",
             None,
             &per(&|r| rc(r).late_answers.load(Relaxed) as f64),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_duplicate_work",
             "Service time of requests served twice",
             Some(&Unit::Seconds),
             &per(&|r| rc(r).late_service_ns.load(Relaxed) as f64 / 1e9),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_warmup_requests",
             "Warm-up requests sent",
             None,
             &per(&|r| rc(r).warmups.load(Relaxed) as f64),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_restarts",
             "Restarts of a started replica",
             None,
@@ -205,28 +223,35 @@ impl Collector for ProxyCollector {
             ));
         }
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_replica_errors",
             "Errors per replica, by kind",
             None,
             &errors,
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_pauses",
             "Pauses detected per replica, by signal",
             None,
             &pauses,
         )?;
         gauge(
-            &mut enc,
+            enc,
             "elfen_proxy_replica_state",
             "The replica's role and state (value 1)",
             &states,
         )?;
+        Ok(())
+    }
+
+    /// The BPF watch of each replica's JVM and the pauses it saw.
+    fn encode_jvm(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &self.engine;
+        let per = |f: &dyn Fn(usize) -> f64| per_replica(e, f);
         let jvm = &self.jvm;
         gauge(
-            &mut enc,
+            enc,
             "elfen_proxy_jvm_watch",
             "The state of the BPF watch of the replica's JVM (value 1): on, or why the jvm_pause signal is off",
             &(0..2)
@@ -242,26 +267,28 @@ impl Collector for ProxyCollector {
                 .collect::<Vec<_>>(),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_jvm_pauses",
             "Stop-the-world pauses of the replica's JVM the BPF watch saw",
             None,
             &per(&|r| jvm.counts[r].pauses.load(Relaxed) as f64),
         )?;
         counter(
-            &mut enc,
+            enc,
             "elfen_proxy_jvm_pause",
             "Total length of the stop-the-world pauses of the replica's JVM",
             Some(&Unit::Seconds),
             &per(&|r| jvm.counts[r].pause_ns.load(Relaxed) as f64 / 1e9),
         )?;
-        gauge(
-            &mut enc,
-            "elfen_proxy_in_flight",
-            "Requests in flight",
-            &[(Labels::new(), e.in_flight() as f64)],
-        )
+        Ok(())
     }
+}
+
+/// One value per replica, labelled with its name.
+fn per_replica(e: &Engine, f: &dyn Fn(usize) -> f64) -> Vec<(Labels, f64)> {
+    (0..2)
+        .map(|r| (vec![("replica", e.replicas[r].name.to_string())], f(r)))
+        .collect()
 }
 
 /// A registry with the proxy's metrics.

@@ -112,175 +112,14 @@ impl Proxy {
         let mut places: [Placement; 2] = Default::default();
         let procs: Procs = Arc::new([Mutex::new(None), Mutex::new(None)]);
         let (page, lanes, addrs, cleanup) = match &cfg.replicas.command {
-            Some(template) => {
-                let cpus = replica_cpus(&cfg)?;
-                let path = cfg.replicas.page.clone().unwrap_or_else(|| {
-                    PathBuf::from(format!("/dev/shm/elfen-proxy-{}", std::process::id()))
-                });
-                let page = Arc::new(create_page(&path, cpus)?);
-                // a second Ctrl-C exits at once: the page file goes with it
-                let cleanup = elfen_cmd::interrupt::register(&[page.path()], &[]);
-                let all = elfen_topo::current_affinity().unwrap_or_default();
-                let mut addrs = Vec::new();
-                for r in 0..2 {
-                    let port = free_port()?;
-                    let a: SocketAddr = ([127, 0, 0, 1], port).into();
-                    let side: Vec<u32> = match cfg.replicas.side {
-                        Side::Others => all.iter().copied().filter(|&c| c != cpus[r]).collect(),
-                        Side::Own => Vec::new(),
-                    };
-                    let launch = Launch {
-                        command: template.clone(),
-                        vars: vec![
-                            ("port", port.to_string()),
-                            ("page", page.path().display().to_string()),
-                            ("lane", r.to_string()),
-                            ("cpu", cpus[r].to_string()),
-                            (
-                                "side_cpus",
-                                elfen_topo::format_cpu_list(if side.is_empty() {
-                                    &cpus[r..=r]
-                                } else {
-                                    &side
-                                }),
-                            ),
-                            ("lc_signal", "api".into()),
-                        ],
-                        startup_timeout: Duration::from_secs_f64(cfg.replicas.startup_timeout_s),
-                    };
-                    launch.argv().map_err(|e| {
-                        ProxyError::Config(e.to_string().replace("lc.command", "replicas.command"))
-                    })?;
-                    let s = Spawned::start(
-                        &launch,
-                        &cfg.replicas.env,
-                        cfg.protocol,
-                        a,
-                        launch.startup_timeout,
-                        stop,
-                    )?;
-                    places[r] = Placement {
-                        pid: Some(s.pid()),
-                        cpu: Some(cpus[r]),
-                        lane: Some(r as u32),
-                    };
-                    *procs[r].lock().expect("procs") = Some(ProcSlot {
-                        spawned: Some(s),
-                        launch,
-                        env: cfg.replicas.env.clone(),
-                        restarting: false,
-                    });
-                    addrs.push(a);
-                }
-                (Some(page), [0, 1], addrs, Some(cleanup))
-            }
-            None => {
-                let addrs: Vec<SocketAddr> = cfg
-                    .replicas
-                    .addrs
-                    .iter()
-                    .map(|a| a.parse().expect("validated"))
-                    .collect();
-                let lanes = match cfg.replicas.lanes.as_slice() {
-                    [a, b] => [*a, *b],
-                    _ => [0, 1],
-                };
-                let page = match &cfg.replicas.page {
-                    Some(p) => {
-                        let page = Page::attach(p, Access::Observer)?;
-                        for l in lanes {
-                            page.lc(l)?;
-                        }
-                        for r in 0..2 {
-                            places[r].lane = Some(lanes[r]);
-                            places[r].cpu = page.read_controller(lanes[r]).ok().map(|c| c.cpu);
-                        }
-                        Some(Arc::new(page))
-                    }
-                    None => None,
-                };
-                (page, lanes, addrs, None)
-            }
+            Some(template) => start_replicas(&cfg, template, stop, &mut places, &procs)?,
+            None => attach_replicas(&cfg, &mut places)?,
         };
 
-        let c = &cfg;
-        let engine = Arc::new(Engine::new(
-            EngineConfig {
-                mode: c.hedge,
-                demand: (
-                    c.pause.factor,
-                    (c.pause.floor_ms * 1e6) as u64,
-                    c.pause.min_samples,
-                ),
-                timeout: (
-                    c.timeout.pct / 100.0,
-                    c.timeout.window,
-                    (c.timeout.initial_ms * 1e6) as u64,
-                ),
-            },
-            [
-                Link::new(0, addrs[0], c.protocol, c.fifo_priority),
-                Link::new(1, addrs[1], c.protocol, c.fifo_priority),
-            ],
-        ));
-        let mut connected = 0;
-        for r in 0..2 {
-            let sink: Arc<dyn Sink> = engine.clone();
-            match engine.replicas[r].link.connect(sink) {
-                Ok(_) => {
-                    engine.set_health(r, Health::Up);
-                    connected += 1;
-                }
-                Err(_) => {
-                    engine.connect_failed(r);
-                    engine.set_health(
-                        r,
-                        Health::Down {
-                            since_ns: elfen_shm::clock::monotonic_ns(),
-                        },
-                    );
-                }
-            }
-        }
-        if connected == 0 {
-            return Err(ProxyError::Replica(format!(
-                "neither replica accepts connections ({} and {})",
-                addrs[0], addrs[1]
-            )));
-        }
-        if !engine.usable(0) {
-            engine.swap_to(1);
-            engine.counters.swaps.store(0, Ordering::Relaxed);
-        }
+        let engine = connect_engine(&cfg, &addrs)?;
 
         // the BPF watch of each replica's JVM, on before the first request
-        let jvm = JvmWatches::new(
-            if cfg.hedge != HedgeMode::Signal {
-                Some(format!("hedge {}: no pause detection", cfg.hedge.name()))
-            } else if cfg.pause.jvm_pause_ms == 0.0 {
-                Some("pause.jvm_pause_ms = 0".into())
-            } else {
-                None
-            },
-            cfg.fifo_priority,
-        );
-        for r in 0..2 {
-            let started = procs[r]
-                .lock()
-                .expect("procs")
-                .as_ref()
-                .and_then(|p| p.spawned.as_ref().map(Spawned::pid));
-            let published = || {
-                let tid = page
-                    .as_ref()?
-                    .lc(lanes[r])
-                    .ok()?
-                    .lc_tid
-                    .load(Ordering::Acquire);
-                crate::jvm::tgid_of(tid)
-            };
-            jvm.track(r, started.or_else(published).unwrap_or(0), true);
-        }
+        let jvm = watch_jvms(&cfg, &procs, page.as_ref(), lanes);
 
         let stop_flag = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
@@ -299,24 +138,7 @@ impl Proxy {
                 .spawn(move || monitor.run())
                 .map_err(|e| ProxyError::io("starting the monitor", e))?,
         );
-        let (eng, st, prio) = (engine.clone(), stop_flag.clone(), cfg.fifo_priority);
-        let front = match cfg.protocol {
-            Protocol::Wire => {
-                let idem = cfg.idempotent.wire;
-                std::thread::Builder::new()
-                    .name("elfen-proxy-accept".into())
-                    .spawn(move || crate::front_wire::accept_loop(listener, eng, idem, prio, st))
-            }
-            Protocol::Http => {
-                let front = crate::front_http::HttpFront {
-                    idempotent_methods: cfg.idempotent.http_methods.clone(),
-                    max_body_bytes: cfg.max_body_bytes,
-                };
-                std::thread::Builder::new()
-                    .name("elfen-proxy-http".into())
-                    .spawn(move || crate::front_http::accept_loop(listener, eng, front, prio, st))
-            }
-        };
+        let front = start_front(&cfg, listener, engine.clone(), stop_flag.clone());
         threads.push(front.map_err(|e| ProxyError::io("starting the client front", e))?);
         let metrics = match metrics_listener {
             Some(l) => Some(
@@ -439,5 +261,228 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// The page and the engine's lanes, the replicas' addresses and the page
+/// file's cleanup on a second Ctrl-C.
+type Replicas = (
+    Option<Arc<Page>>,
+    [u32; 2],
+    Vec<SocketAddr>,
+    Option<elfen_cmd::interrupt::CleanupGuard>,
+);
+
+/// Two replicas started from `template`, each on its own CPU and request
+/// lane of a new page; each recorded in `places` and `procs` as it starts.
+fn start_replicas(
+    cfg: &ProxyConfig,
+    template: &str,
+    stop: &AtomicBool,
+    places: &mut [Placement; 2],
+    procs: &Procs,
+) -> Result<Replicas> {
+    let cpus = replica_cpus(cfg)?;
+    let path =
+        cfg.replicas.page.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("/dev/shm/elfen-proxy-{}", std::process::id()))
+        });
+    let page = Arc::new(create_page(&path, cpus)?);
+    // a second Ctrl-C exits at once: the page file goes with it
+    let cleanup = elfen_cmd::interrupt::register(&[page.path()], &[]);
+    let all = elfen_topo::current_affinity().unwrap_or_default();
+    let mut addrs = Vec::new();
+    for r in 0..2 {
+        let port = free_port()?;
+        let a: SocketAddr = ([127, 0, 0, 1], port).into();
+        let side: Vec<u32> = match cfg.replicas.side {
+            Side::Others => all.iter().copied().filter(|&c| c != cpus[r]).collect(),
+            Side::Own => Vec::new(),
+        };
+        let launch = Launch {
+            command: template.to_owned(),
+            vars: vec![
+                ("port", port.to_string()),
+                ("page", page.path().display().to_string()),
+                ("lane", r.to_string()),
+                ("cpu", cpus[r].to_string()),
+                (
+                    "side_cpus",
+                    elfen_topo::format_cpu_list(if side.is_empty() { &cpus[r..=r] } else { &side }),
+                ),
+                ("lc_signal", "api".into()),
+            ],
+            startup_timeout: Duration::from_secs_f64(cfg.replicas.startup_timeout_s),
+        };
+        launch.argv().map_err(|e| {
+            ProxyError::Config(e.to_string().replace("lc.command", "replicas.command"))
+        })?;
+        let s = Spawned::start(
+            &launch,
+            &cfg.replicas.env,
+            cfg.protocol,
+            a,
+            launch.startup_timeout,
+            stop,
+        )?;
+        places[r] = Placement {
+            pid: Some(s.pid()),
+            cpu: Some(cpus[r]),
+            lane: Some(r as u32),
+        };
+        *procs[r].lock().expect("procs") = Some(ProcSlot {
+            spawned: Some(s),
+            launch,
+            env: cfg.replicas.env.clone(),
+            restarting: false,
+        });
+        addrs.push(a);
+    }
+    Ok((Some(page), [0, 1], addrs, Some(cleanup)))
+}
+
+/// Replicas already running at `replicas.addrs`: their lanes, and the page
+/// they publish on when one is named (each replica's CPU read from it).
+fn attach_replicas(cfg: &ProxyConfig, places: &mut [Placement; 2]) -> Result<Replicas> {
+    let addrs: Vec<SocketAddr> = cfg
+        .replicas
+        .addrs
+        .iter()
+        .map(|a| a.parse().expect("validated"))
+        .collect();
+    let lanes = match cfg.replicas.lanes.as_slice() {
+        [a, b] => [*a, *b],
+        _ => [0, 1],
+    };
+    let page = match &cfg.replicas.page {
+        Some(p) => {
+            let page = Page::attach(p, Access::Observer)?;
+            for l in lanes {
+                page.lc(l)?;
+            }
+            for r in 0..2 {
+                places[r].lane = Some(lanes[r]);
+                places[r].cpu = page.read_controller(lanes[r]).ok().map(|c| c.cpu);
+            }
+            Some(Arc::new(page))
+        }
+        None => None,
+    };
+    Ok((page, lanes, addrs, None))
+}
+
+/// The engine and its links to both replicas, connected; an error when
+/// neither accepts a connection. Replica 0 is primary unless it is down.
+fn connect_engine(cfg: &ProxyConfig, addrs: &[SocketAddr]) -> Result<Arc<Engine>> {
+    let c = cfg;
+    let engine = Arc::new(Engine::new(
+        EngineConfig {
+            mode: c.hedge,
+            demand: (
+                c.pause.factor,
+                (c.pause.floor_ms * 1e6) as u64,
+                c.pause.min_samples,
+            ),
+            timeout: (
+                c.timeout.pct / 100.0,
+                c.timeout.window,
+                (c.timeout.initial_ms * 1e6) as u64,
+            ),
+        },
+        [
+            Link::new(0, addrs[0], c.protocol, c.fifo_priority),
+            Link::new(1, addrs[1], c.protocol, c.fifo_priority),
+        ],
+    ));
+    let mut connected = 0;
+    for r in 0..2 {
+        let sink: Arc<dyn Sink> = engine.clone();
+        match engine.replicas[r].link.connect(sink) {
+            Ok(_) => {
+                engine.set_health(r, Health::Up);
+                connected += 1;
+            }
+            Err(_) => {
+                engine.connect_failed(r);
+                engine.set_health(
+                    r,
+                    Health::Down {
+                        since_ns: elfen_shm::clock::monotonic_ns(),
+                    },
+                );
+            }
+        }
+    }
+    if connected == 0 {
+        return Err(ProxyError::Replica(format!(
+            "neither replica accepts connections ({} and {})",
+            addrs[0], addrs[1]
+        )));
+    }
+    if !engine.usable(0) {
+        engine.swap_to(1);
+        engine.counters.swaps.store(0, Ordering::Relaxed);
+    }
+    Ok(engine)
+}
+
+/// The BPF watch of each replica's JVM, on before the first request: the
+/// pid of a started replica, else the process of the thread a replica
+/// published on the page.
+fn watch_jvms(
+    cfg: &ProxyConfig,
+    procs: &Procs,
+    page: Option<&Arc<Page>>,
+    lanes: [u32; 2],
+) -> Arc<JvmWatches> {
+    let jvm = JvmWatches::new(
+        if cfg.hedge != HedgeMode::Signal {
+            Some(format!("hedge {}: no pause detection", cfg.hedge.name()))
+        } else if cfg.pause.jvm_pause_ms == 0.0 {
+            Some("pause.jvm_pause_ms = 0".into())
+        } else {
+            None
+        },
+        cfg.fifo_priority,
+    );
+    for r in 0..2 {
+        let started = procs[r]
+            .lock()
+            .expect("procs")
+            .as_ref()
+            .and_then(|p| p.spawned.as_ref().map(Spawned::pid));
+        let published = || {
+            let tid = page?.lc(lanes[r]).ok()?.lc_tid.load(Ordering::Acquire);
+            crate::jvm::tgid_of(tid)
+        };
+        jvm.track(r, started.or_else(published).unwrap_or(0), true);
+    }
+    jvm
+}
+
+/// The client front's accept thread for `cfg.protocol`.
+fn start_front(
+    cfg: &ProxyConfig,
+    listener: TcpListener,
+    eng: Arc<Engine>,
+    st: Arc<AtomicBool>,
+) -> std::io::Result<JoinHandle<()>> {
+    let prio = cfg.fifo_priority;
+    match cfg.protocol {
+        Protocol::Wire => {
+            let idem = cfg.idempotent.wire;
+            std::thread::Builder::new()
+                .name("elfen-proxy-accept".into())
+                .spawn(move || crate::front_wire::accept_loop(listener, eng, idem, prio, st))
+        }
+        Protocol::Http => {
+            let front = crate::front_http::HttpFront {
+                idempotent_methods: cfg.idempotent.http_methods.clone(),
+                max_body_bytes: cfg.max_body_bytes,
+            };
+            std::thread::Builder::new()
+                .name("elfen-proxy-http".into())
+                .spawn(move || crate::front_http::accept_loop(listener, eng, front, prio, st))
+        }
     }
 }

@@ -439,6 +439,88 @@ fn set_target(skel: &TraceSkel<'_>, tgid: u32) -> Result<(), TraceError> {
         .map_err(map_err("targets", format!("insert {tgid}")))
 }
 
+/// The heap storages of the attempts to load (see [`load_dropping`]).
+type Storages = Vec<*mut MaybeUninit<OpenObject>>;
+
+/// Loads the program; if the verifier refuses, drops optional signals one
+/// at a time (the last first) and says which in `statuses`. Each attempt
+/// gets its own storage, pushed on `storages`: the caller frees them once
+/// the skeleton that borrowed one is gone.
+fn load_dropping<'o>(
+    statuses: &mut [SignalStatus],
+    cpus: u32,
+    ring_bytes: u32,
+    storages: &mut Storages,
+) -> Result<TraceSkel<'o>, TraceError> {
+    let mut order: Vec<Signal> = Signal::ALL
+        .into_iter()
+        .rev()
+        .filter(|&s| s != Signal::Sched && on(statuses, s))
+        .collect();
+    loop {
+        let raw = Box::into_raw(Box::new(MaybeUninit::<OpenObject>::uninit()));
+        storages.push(raw);
+        // SAFETY: a fresh heap allocation only this attempt's skeleton
+        // refers to; it is freed after that skeleton is dropped.
+        match open_and_load(unsafe { &mut *raw }, statuses, cpus, ring_bytes) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                if std::env::var_os("ELFEN_TRACE_DEBUG").is_some() {
+                    eprintln!("{e}");
+                }
+                let Some(s) = order.first().copied() else {
+                    return Err(e);
+                };
+                order.remove(0);
+                let why = match &e {
+                    TraceError::Load { log_tail, .. } => format!(
+                        "the kernel refused its program: {}",
+                        log_tail.last().cloned().unwrap_or_else(|| e.to_string())
+                    ),
+                    _ => e.to_string(),
+                };
+                if let Some(x) = statuses.iter_mut().find(|x| x.signal == s) {
+                    x.skipped = Some(why);
+                }
+            }
+        }
+    }
+}
+
+/// The program's settings in its .bss: the shortest fault recorded and
+/// the address of the delayed-ACK timer (0 without that signal).
+fn write_bss(skel: &mut TraceSkel<'_>, cfg: &KernelConfig, statuses: &[SignalStatus]) {
+    let delack_fn = if on(statuses, Signal::DelayedAck) {
+        kallsyms_address("tcp_delack_timer").unwrap_or(0)
+    } else {
+        0
+    };
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        // SAFETY: valid, aligned fields of the mmapped .bss map; the BPF
+        // program only reads them.
+        unsafe {
+            std::ptr::write_volatile(&mut bss.min_fault_ns, cfg.min_fault_ns);
+            std::ptr::write_volatile(&mut bss.delack_fn, delack_fn);
+        }
+    }
+}
+
+/// The lanes and the target processes into the program's maps.
+fn set_up_maps(skel: &TraceSkel<'_>, cfg: &KernelConfig, cpus: u32) -> Result<(), TraceError> {
+    for &c in &cfg.lanes {
+        if c < cpus {
+            skel.maps
+                .lanes
+                .update(&c.to_ne_bytes(), &ON.to_ne_bytes(), MapFlags::ANY)
+                .map_err(map_err("lanes", format!("set cpu {c}")))?;
+        }
+    }
+    for &t in &cfg.tgids {
+        set_target(skel, t)?;
+    }
+    Ok(())
+}
+
 /// Loads, attaches, and drains until `stop`; the signals' fate goes to
 /// `ready` once attached (or the error that prevented it). Processes sent
 /// on `add` are traced from then on.
@@ -472,78 +554,24 @@ pub fn run(
         Ok(c) => c,
         Err(e) => return fail(e.into()),
     };
-    // Load; if the verifier refuses, drop optional signals one at a time
-    // (the last first) and say which. Each attempt gets its own storage,
-    // freed once the skeleton that borrowed it is gone.
-    let mut storages: Vec<*mut MaybeUninit<OpenObject>> = Vec::new();
-    let free = |storages: Vec<*mut MaybeUninit<OpenObject>>| {
+    // Each attempt to load gets its own storage, freed once the skeleton
+    // that borrowed it is gone.
+    let mut storages: Storages = Vec::new();
+    let free = |storages: Storages| {
         for s in storages {
-            // SAFETY: from Box::into_raw below; no skeleton refers to it any more.
+            // SAFETY: from Box::into_raw in load_dropping; no skeleton refers to it any more.
             drop(unsafe { Box::from_raw(s) });
         }
     };
-    let mut order: Vec<Signal> = Signal::ALL
-        .into_iter()
-        .rev()
-        .filter(|&s| s != Signal::Sched && on(&statuses, s))
-        .collect();
-    let skel = loop {
-        let raw = Box::into_raw(Box::new(MaybeUninit::<OpenObject>::uninit()));
-        storages.push(raw);
-        // SAFETY: a fresh heap allocation only this attempt's skeleton
-        // refers to; it is freed after that skeleton is dropped.
-        match open_and_load(unsafe { &mut *raw }, &statuses, cpus, cfg.ring_bytes) {
-            Ok(s) => break s,
-            Err(e) => {
-                if std::env::var_os("ELFEN_TRACE_DEBUG").is_some() {
-                    eprintln!("{e}");
-                }
-                let Some(s) = order.first().copied() else {
-                    free(storages);
-                    return fail(e);
-                };
-                order.remove(0);
-                let why = match &e {
-                    TraceError::Load { log_tail, .. } => format!(
-                        "the kernel refused its program: {}",
-                        log_tail.last().cloned().unwrap_or_else(|| e.to_string())
-                    ),
-                    _ => e.to_string(),
-                };
-                if let Some(x) = statuses.iter_mut().find(|x| x.signal == s) {
-                    x.skipped = Some(why);
-                }
-            }
+    let mut skel = match load_dropping(&mut statuses, cpus, cfg.ring_bytes, &mut storages) {
+        Ok(s) => s,
+        Err(e) => {
+            free(storages);
+            return fail(e);
         }
     };
-    let mut skel = skel;
-    let delack_fn = if on(&statuses, Signal::DelayedAck) {
-        kallsyms_address("tcp_delack_timer").unwrap_or(0)
-    } else {
-        0
-    };
-    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        // SAFETY: valid, aligned fields of the mmapped .bss map; the BPF
-        // program only reads them.
-        unsafe {
-            std::ptr::write_volatile(&mut bss.min_fault_ns, cfg.min_fault_ns);
-            std::ptr::write_volatile(&mut bss.delack_fn, delack_fn);
-        }
-    }
-    let setup = (|| {
-        for &c in &cfg.lanes {
-            if c < cpus {
-                skel.maps
-                    .lanes
-                    .update(&c.to_ne_bytes(), &ON.to_ne_bytes(), MapFlags::ANY)
-                    .map_err(map_err("lanes", format!("set cpu {c}")))?;
-            }
-        }
-        for &t in &cfg.tgids {
-            set_target(&skel, t)?;
-        }
-        Ok::<_, TraceError>(())
-    })();
+    write_bss(&mut skel, &cfg, &statuses);
+    let setup = set_up_maps(&skel, &cfg, cpus);
     if let Err(e) = setup {
         drop(skel);
         free(storages);

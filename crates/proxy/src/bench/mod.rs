@@ -100,61 +100,7 @@ pub(crate) fn ways_of(spec: &BenchSpec, v: &Variant) -> Vec<Way> {
 /// Runs the bench.
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let stop = elfen_cmd::interrupt::install();
-    let mut spec = match &a.config {
-        Some(p) => BenchSpec::load(p)?,
-        None => BenchSpec::default(),
-    };
-    if let Some(n) = a.invocations {
-        spec.load.invocations = n;
-    }
-    if let Some(d) = a.duration_s {
-        spec.load.duration_s = d;
-    }
-    if let Some(r) = a.rps {
-        spec.load.rps = r;
-    }
-    if let Some(w) = &a.ways {
-        spec.ways = w
-            .split(',')
-            .map(|x| match x.trim() {
-                "alone" => Ok(Way::Alone),
-                "proxy" => Ok(Way::Proxy),
-                "hedge" => Ok(Way::Hedge),
-                "forward" => Ok(Way::Forward),
-                o => Err(anyhow::anyhow!(
-                    "--ways: {o:?} is not alone, forward, proxy or hedge"
-                )),
-            })
-            .collect::<anyhow::Result<_>>()?;
-    }
-    if let Some(v) = &a.variants {
-        let want: Vec<&str> = v.split(',').map(str::trim).collect();
-        for w in &want {
-            anyhow::ensure!(
-                spec.variants.iter().any(|x| x.name == *w),
-                "--variants: no variant {w:?} (the file has {})",
-                spec.variants
-                    .iter()
-                    .map(|x| x.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        spec.variants.retain(|x| want.contains(&x.name.as_str()));
-    }
-    if a.ways.is_some() {
-        for v in &mut spec.variants {
-            v.ways = None;
-        }
-    }
-    if a.no_ladder {
-        spec.ladder = None;
-    }
-    if let Some(o) = &a.ladder_order {
-        let l = spec.ladder.get_or_insert_with(Default::default);
-        l.order = o.split(',').map(|h| h.trim().to_string()).collect();
-    }
-    spec.validate()?;
+    let mut spec = spec_of(&a)?;
     let command = replicas::service_command(&spec)?;
     let set = Arc::new(requests::build(
         spec.service.requests,
@@ -200,33 +146,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             overhead: None,
         });
     }
-    eprintln!(
-        "elfen proxy bench: {} at {} rps, {} × {} s (+{} s warm-up) per way; variants {}; load average {:.2}",
-        set.source,
-        spec.load.rps,
-        spec.load.invocations,
-        spec.load.duration_s,
-        spec.load.warmup_s,
-        spec.variants
-            .iter()
-            .map(|v| format!(
-                "{} ({}{})",
-                v.name,
-                ways_of(&spec, v)
-                    .iter()
-                    .map(|w| w.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if v.args.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {}", v.args)
-                }
-            ))
-            .collect::<Vec<_>>()
-            .join(", "),
-        loadavg_before[0]
-    );
+    announce(&spec, &set, loadavg_before[0]);
     let mut out = Output {
         json: json.clone(),
         record: BenchRecord {
@@ -300,6 +220,99 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         }
     );
     Ok(())
+}
+
+/// The bench file (or the default), with the command line's overrides,
+/// checked.
+fn spec_of(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
+    let mut spec = match &a.config {
+        Some(p) => BenchSpec::load(p)?,
+        None => BenchSpec::default(),
+    };
+    if let Some(n) = a.invocations {
+        spec.load.invocations = n;
+    }
+    if let Some(d) = a.duration_s {
+        spec.load.duration_s = d;
+    }
+    if let Some(r) = a.rps {
+        spec.load.rps = r;
+    }
+    if let Some(w) = &a.ways {
+        spec.ways = w
+            .split(',')
+            .map(|x| match x.trim() {
+                "alone" => Ok(Way::Alone),
+                "proxy" => Ok(Way::Proxy),
+                "hedge" => Ok(Way::Hedge),
+                "forward" => Ok(Way::Forward),
+                o => Err(anyhow::anyhow!(
+                    "--ways: {o:?} is not alone, forward, proxy or hedge"
+                )),
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(v) = &a.variants {
+        let want: Vec<&str> = v.split(',').map(str::trim).collect();
+        for w in &want {
+            anyhow::ensure!(
+                spec.variants.iter().any(|x| x.name == *w),
+                "--variants: no variant {w:?} (the file has {})",
+                spec.variants
+                    .iter()
+                    .map(|x| x.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        spec.variants.retain(|x| want.contains(&x.name.as_str()));
+    }
+    if a.ways.is_some() {
+        for v in &mut spec.variants {
+            v.ways = None;
+        }
+    }
+    if a.no_ladder {
+        spec.ladder = None;
+    }
+    if let Some(o) = &a.ladder_order {
+        let l = spec.ladder.get_or_insert_with(Default::default);
+        l.order = o.split(',').map(|h| h.trim().to_string()).collect();
+    }
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// What is about to run: the requests, the load, the variants and their
+/// ways, the load average.
+fn announce(spec: &BenchSpec, set: &RequestSet, loadavg: f64) {
+    eprintln!(
+        "elfen proxy bench: {} at {} rps, {} × {} s (+{} s warm-up) per way; variants {}; load average {:.2}",
+        set.source,
+        spec.load.rps,
+        spec.load.invocations,
+        spec.load.duration_s,
+        spec.load.warmup_s,
+        spec.variants
+            .iter()
+            .map(|v| format!(
+                "{} ({}{})",
+                v.name,
+                ways_of(spec, v)
+                    .iter()
+                    .map(|w| w.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if v.args.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", v.args)
+                }
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        loadavg
+    );
 }
 
 /// The bench's record and where it goes: written after every invocation

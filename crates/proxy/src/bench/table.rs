@@ -5,6 +5,7 @@
 //! latency, hedge rate and the backup's extra work, `elfen trace`'s
 //! overhead and trace volume — then every (variant, way).
 
+use super::ladder::LadderRecord;
 use super::record::{BenchRecord, WaySummary};
 use super::spec::Way;
 use elfen_results::Stat;
@@ -79,128 +80,152 @@ pub fn markdown(r: &BenchRecord) -> String {
         }
     );
     if let Some(l) = &r.ladder {
-        let _ = writeln!(m, "## The thesis's table, ours\n");
-        let _ = writeln!(
-            m,
-            "| step | hazards on | way | p99 ms | max ms | hedged % | added p50 / p99 µs vs alone | backup's extra work | fixed next |"
-        );
-        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|");
-        for st in &l.steps {
-            let rows: Vec<&WaySummary> = r
-                .summary
-                .iter()
-                .filter(|s| s.variant == st.variant)
-                .collect();
-            let fixed = match (&st.fixed_next, &st.chosen_by) {
-                (Some(f), Some(by)) => {
-                    let why = st
-                        .ranking
-                        .iter()
-                        .find(|x| &x.hazard == f && (x.hazard_top > 0 || x.attributed > 0))
-                        .map(|x| {
-                            format!(
-                                ": the top hazard of {} slow requests, named in {}",
-                                x.hazard_top, x.attributed
-                            )
-                        })
-                        .unwrap_or_default();
-                    format!("{f} ({by}{why})")
-                }
-                _ => "– (kept: hidden by redundancy)".into(),
-            };
-            let on = if st.hazards.is_empty() {
-                "none".into()
-            } else {
-                st.hazards.join(", ")
-            };
-            if rows.is_empty() {
-                let _ = writeln!(m, "| {} | {on} | (not run) | | | | | | {fixed} |", st.step);
-            }
-            for (i, s) in rows.iter().enumerate() {
-                let _ = writeln!(
-                    m,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    if i == 0 {
-                        st.step.to_string()
-                    } else {
-                        String::new()
-                    },
-                    if i == 0 { on.as_str() } else { "" },
-                    s.way.name(),
-                    ms(&s.p99_us),
-                    ms(&s.max_us),
-                    opt(&s.hedge_rate, 100.0, 2),
-                    added(&s.added_p50_us, &s.added_p99_us),
-                    extra(s),
-                    if i == 0 { fixed.as_str() } else { "" },
-                );
-            }
-        }
+        ladder_steps(&mut m, r, l);
         let _ = writeln!(m);
-        for st in &l.steps {
-            if let Some(t) = &st.trace {
-                let ranks: Vec<String> = st
-                    .ranking
-                    .iter()
-                    .map(|x| {
-                        format!(
-                            "{} {}/{} ({:.1} ms)",
-                            x.hazard, x.hazard_top, x.attributed, x.total_ms
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(
-                    m,
-                    "- step {} traced ({:.1} s, {} requests, {} above p{}, p99 {:.2} ms, max {:.2} ms, \
-                     {} kernel records, {} lost): `{}`; ranked above p{} (`{}`), hazards as \
-                     top-hazard/named-in counts: {}",
-                    st.step,
-                    t.duration_s,
-                    t.requests,
-                    t.studied,
-                    l.spec.trace.above_pct,
-                    t.p99_ms,
-                    t.max_ms,
-                    t.records,
-                    t.lost,
-                    t.report,
-                    t.ranked_at_pct,
-                    t.ranking_report,
-                    ranks.join(", ")
-                );
-            }
-        }
-        match &l.overhead {
-            Some(o) => {
-                let s = &o.summary;
-                let _ = writeln!(
-                    m,
-                    "\n`elfen trace` overhead (the service with its hazards off, {} rps, {} × {:.0} s \
-                     untraced and traced, alternating): p99 {:.1} µs untraced ({:.1}–{:.1}), {:.1} µs traced \
-                     ({:.1}–{:.1}); traced/untraced p99 {:.2} ({:.2}–{:.2}); trace volume {:.0} kernel records/s, \
-                     {:.1} KB/s of raw record.",
-                    o.params.rps,
-                    o.params.reps,
-                    o.params.duration_s,
-                    s.off_p99_us.median,
-                    s.off_p99_us.min,
-                    s.off_p99_us.max,
-                    s.on_p99_us.median,
-                    s.on_p99_us.min,
-                    s.on_p99_us.max,
-                    s.p99_ratio.median,
-                    s.p99_ratio.min,
-                    s.p99_ratio.max,
-                    s.records_per_s.median,
-                    s.bytes_per_s.median / 1e3
-                );
-            }
-            None => {
-                let _ = writeln!(m, "\n`elfen trace` overhead: not measured.");
-            }
-        }
+        ladder_traces(&mut m, l);
+        trace_overhead(&mut m, l);
         let _ = writeln!(m);
     }
+    variants_table(&mut m, r);
+    m
+}
+
+/// The thesis's table: each step of the ladder, its hazards and ways, and
+/// what was fixed next (and why).
+fn ladder_steps(m: &mut String, r: &BenchRecord, l: &LadderRecord) {
+    let _ = writeln!(m, "## The thesis's table, ours\n");
+    let _ = writeln!(
+        m,
+        "| step | hazards on | way | p99 ms | max ms | hedged % | added p50 / p99 µs vs alone | backup's extra work | fixed next |"
+    );
+    let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|");
+    for st in &l.steps {
+        let rows: Vec<&WaySummary> = r
+            .summary
+            .iter()
+            .filter(|s| s.variant == st.variant)
+            .collect();
+        let fixed = match (&st.fixed_next, &st.chosen_by) {
+            (Some(f), Some(by)) => {
+                let why = st
+                    .ranking
+                    .iter()
+                    .find(|x| &x.hazard == f && (x.hazard_top > 0 || x.attributed > 0))
+                    .map(|x| {
+                        format!(
+                            ": the top hazard of {} slow requests, named in {}",
+                            x.hazard_top, x.attributed
+                        )
+                    })
+                    .unwrap_or_default();
+                format!("{f} ({by}{why})")
+            }
+            _ => "– (kept: hidden by redundancy)".into(),
+        };
+        let on = if st.hazards.is_empty() {
+            "none".into()
+        } else {
+            st.hazards.join(", ")
+        };
+        if rows.is_empty() {
+            let _ = writeln!(m, "| {} | {on} | (not run) | | | | | | {fixed} |", st.step);
+        }
+        for (i, s) in rows.iter().enumerate() {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                if i == 0 {
+                    st.step.to_string()
+                } else {
+                    String::new()
+                },
+                if i == 0 { on.as_str() } else { "" },
+                s.way.name(),
+                ms(&s.p99_us),
+                ms(&s.max_us),
+                opt(&s.hedge_rate, 100.0, 2),
+                added(&s.added_p50_us, &s.added_p99_us),
+                extra(s),
+                if i == 0 { fixed.as_str() } else { "" },
+            );
+        }
+    }
+}
+
+/// A line per traced step: what the trace saw and how it ranked hazards.
+fn ladder_traces(m: &mut String, l: &LadderRecord) {
+    for st in &l.steps {
+        if let Some(t) = &st.trace {
+            let ranks: Vec<String> = st
+                .ranking
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{} {}/{} ({:.1} ms)",
+                        x.hazard, x.hazard_top, x.attributed, x.total_ms
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                m,
+                "- step {} traced ({:.1} s, {} requests, {} above p{}, p99 {:.2} ms, max {:.2} ms, \
+                 {} kernel records, {} lost): `{}`; ranked above p{} (`{}`), hazards as \
+                 top-hazard/named-in counts: {}",
+                st.step,
+                t.duration_s,
+                t.requests,
+                t.studied,
+                l.spec.trace.above_pct,
+                t.p99_ms,
+                t.max_ms,
+                t.records,
+                t.lost,
+                t.report,
+                t.ranked_at_pct,
+                t.ranking_report,
+                ranks.join(", ")
+            );
+        }
+    }
+}
+
+/// `elfen trace`'s overhead and trace volume, or that it was not measured.
+fn trace_overhead(m: &mut String, l: &LadderRecord) {
+    match &l.overhead {
+        Some(o) => {
+            let s = &o.summary;
+            let _ = writeln!(
+                m,
+                "\n`elfen trace` overhead (the service with its hazards off, {} rps, {} × {:.0} s \
+                 untraced and traced, alternating): p99 {:.1} µs untraced ({:.1}–{:.1}), {:.1} µs traced \
+                 ({:.1}–{:.1}); traced/untraced p99 {:.2} ({:.2}–{:.2}); trace volume {:.0} kernel records/s, \
+                 {:.1} KB/s of raw record.",
+                o.params.rps,
+                o.params.reps,
+                o.params.duration_s,
+                s.off_p99_us.median,
+                s.off_p99_us.min,
+                s.off_p99_us.max,
+                s.on_p99_us.median,
+                s.on_p99_us.min,
+                s.on_p99_us.max,
+                s.p99_ratio.median,
+                s.p99_ratio.min,
+                s.p99_ratio.max,
+                s.records_per_s.median,
+                s.bytes_per_s.median / 1e3
+            );
+        }
+        None => {
+            let _ = writeln!(m, "\n`elfen trace` overhead: not measured.");
+        }
+    }
+}
+
+/// Every (variant, way): latency percentiles, added latency, hedges, swaps,
+/// the backup's extra work and errors.
+fn variants_table(m: &mut String, r: &BenchRecord) {
+    let sp = &r.spec;
     let _ = writeln!(m, "## Every variant and way\n");
     let _ = writeln!(
         m,
@@ -231,7 +256,6 @@ pub fn markdown(r: &BenchRecord) -> String {
             s.errors
         );
     }
-    m
 }
 
 #[cfg(test)]

@@ -16,6 +16,18 @@ fn ms(ns: u64) -> String {
 /// The report as text; at most `shown` slow requests are listed.
 pub fn text(r: &TraceReport, shown: usize) -> String {
     let mut s = String::new();
+    what_was_traced(&mut s, r);
+    cause_table(&mut s, r);
+    slowest(&mut s, r, shown);
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+/// What was traced: the target, the signals, the requests and their
+/// latency, the run's JVM pauses, faults, TCP holds and JIT.
+fn what_was_traced(s: &mut String, r: &TraceReport) {
     let _ = writeln!(
         s,
         "elfen trace: {} (process {}), {:.1} s",
@@ -91,6 +103,11 @@ pub fn text(r: &TraceReport, shown: usize) -> String {
         f.delayed_acks,
         ms(f.jit_ns)
     );
+}
+
+/// The causes over the slow requests: how often each was named, top cause
+/// and top hazard, and its total time.
+fn cause_table(s: &mut String, r: &TraceReport) {
     let _ = writeln!(
         s,
         "\n{} requests above p{} ({}); a cause is named when ≥ {}% of the latency and ≥ {}:",
@@ -138,6 +155,10 @@ pub fn text(r: &TraceReport, shown: usize) -> String {
         "hazards (top hazard of each slow request, own or of the request it queued behind): {}",
         hazards.join(", ")
     );
+}
+
+/// The `shown` slowest requests, each with its causes.
+fn slowest(s: &mut String, r: &TraceReport, shown: usize) {
     if !r.slow.is_empty() {
         let _ = writeln!(s, "\nslowest:");
     }
@@ -172,8 +193,4 @@ pub fn text(r: &TraceReport, shown: usize) -> String {
     if r.slow.len() > shown {
         let _ = writeln!(s, "  … {} more in the JSON report", r.slow.len() - shown);
     }
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    s
 }

@@ -348,6 +348,55 @@ fn percentile(sorted: &[u64], pct: f64) -> u64 {
 
 /// Studies `rec` with the client's spans `client` (may be empty).
 pub fn study(rec: &TraceRecord, client: &[ClientSpan], params: StudyParams) -> TraceReport {
+    let ctx = context(rec, client, params);
+    let lat: Vec<u64> = (0..ctx.reqs.len())
+        .map(|i| ctx.latency(&ctx.reqs[i]).0)
+        .collect();
+    let mut sorted = lat.clone();
+    sorted.sort_unstable();
+    let threshold = percentile(&sorted, params.above_pct);
+    let slow_idx = slow_indices(&lat, threshold);
+    let index: HashMap<u64, usize> = ctx
+        .reqs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.id, i))
+        .collect();
+    let mut slow: Vec<RequestReport> = slow_idx.iter().map(|&i| ctx.report(i)).collect();
+    inherit_root_hazards(&ctx, &index, &mut slow);
+    let counts = cause_counts(&slow);
+    let facts = facts(&ctx);
+    let lc_thread = rec.target.lc_tid.map(|t| ctx.thread(t));
+    let notes = study_notes(rec, client);
+    TraceReport {
+        schema: REPORT_SCHEMA.into(),
+        target: rec.target.spec.clone(),
+        tgids: rec.target.tgids.clone(),
+        lc_thread,
+        duration_ns: rec.duration_ns(),
+        span_source: rec.span_source.clone(),
+        client_spans: !client.is_empty(),
+        requests: ctx.reqs.len() as u64,
+        latency: LatencySummary {
+            count: sorted.len() as u64,
+            p50_ns: percentile(&sorted, 50.0),
+            p99_ns: percentile(&sorted, 99.0),
+            max_ns: sorted.last().copied().unwrap_or(0),
+        },
+        params,
+        threshold_ns: threshold,
+        slow,
+        counts,
+        facts,
+        signals: rec.signals.clone(),
+        lost: rec.counts.lost,
+        notes,
+    }
+}
+
+/// What every request is studied against: the timeline, the requests, the
+/// LC line's spans, the JVM's pauses and threads, the LC's sockets.
+fn context<'a>(rec: &'a TraceRecord, client: &[ClientSpan], params: StudyParams) -> Ctx<'a> {
     let tl = Timeline::build(rec);
     let reqs = requests(rec, client);
     let lc_spans: Vec<(Iv, u64)> = reqs
@@ -393,7 +442,7 @@ pub fn study(rec: &TraceRecord, client: &[ClientSpan], params: StudyParams) -> T
         }
         None => Vec::new(),
     };
-    let ctx = Ctx {
+    Ctx {
         rec,
         tl,
         reqs,
@@ -405,36 +454,31 @@ pub fn study(rec: &TraceRecord, client: &[ClientSpan], params: StudyParams) -> T
         lc_socks,
         holds: hs,
         params,
-    };
-    let lat: Vec<u64> = (0..ctx.reqs.len())
-        .map(|i| ctx.latency(&ctx.reqs[i]).0)
-        .collect();
-    let mut sorted = lat.clone();
-    sorted.sort_unstable();
-    let threshold = percentile(&sorted, params.above_pct);
+    }
+}
+
+/// The requests above the `threshold` latency, slowest first.
+fn slow_indices(lat: &[u64], threshold: u64) -> Vec<usize> {
     // above the percentile (strictly: ties at it are the bulk); when nothing
     // is, the slowest
-    let mut slow_idx: Vec<usize> = (0..ctx.reqs.len())
-        .filter(|&i| lat[i] > threshold)
-        .collect();
+    let mut slow_idx: Vec<usize> = (0..lat.len()).filter(|&i| lat[i] > threshold).collect();
     if slow_idx.is_empty() {
-        slow_idx = (0..ctx.reqs.len())
+        slow_idx = (0..lat.len())
             .filter(|&i| lat[i] >= threshold && threshold > 0)
             .collect();
     }
     slow_idx.sort_by(|&a, &b| lat[b].cmp(&lat[a]));
-    let index: HashMap<u64, usize> = ctx
-        .reqs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.id, i))
-        .collect();
-    let mut slow: Vec<RequestReport> = slow_idx.iter().map(|&i| ctx.report(i)).collect();
+    slow_idx
+}
+
+/// Each slow request's root hazard, inherited from the requests it queued
+/// behind.
+fn inherit_root_hazards(ctx: &Ctx<'_>, index: &HashMap<u64, usize>, slow: &mut [RequestReport]) {
     // a request that queued behind another inherits that one's hazard — its
     // own top hazard, or, when it queued too, its root's (followed up to
     // ROOT_HOPS requests back)
     let mut memo: HashMap<usize, Option<CauseKind>> = HashMap::new();
-    for s in &mut slow {
+    for s in slow {
         let mut next = behind_of(s).and_then(|id| index.get(&id).copied());
         for _ in 0..ROOT_HOPS {
             let Some(k) = next else { break };
@@ -451,7 +495,12 @@ pub fn study(rec: &TraceRecord, client: &[ClientSpan], params: StudyParams) -> T
             next = behind_of(&rk).and_then(|id| index.get(&id).copied());
         }
     }
-    let counts = CauseKind::ALL
+}
+
+/// How often each cause was named, top, or top hazard among the slow
+/// requests, and its total time.
+fn cause_counts(slow: &[RequestReport]) -> Vec<CauseCount> {
+    CauseKind::ALL
         .into_iter()
         .map(|k| CauseCount {
             kind: k,
@@ -471,9 +520,12 @@ pub fn study(rec: &TraceRecord, client: &[ClientSpan], params: StudyParams) -> T
                 .map(|c| c.ns)
                 .sum(),
         })
-        .collect();
-    let facts = facts(&ctx);
-    let lc_thread = rec.target.lc_tid.map(|t| ctx.thread(t));
+        .collect()
+}
+
+/// What the report cannot see with this record: no client spans, no LC
+/// line, no known LC thread.
+fn study_notes(rec: &TraceRecord, client: &[ClientSpan]) -> Vec<String> {
     let mut notes = rec.notes.clone();
     if client.is_empty() {
         notes.push(
@@ -492,30 +544,7 @@ pub fn study(rec: &TraceRecord, client: &[ClientSpan], params: StudyParams) -> T
                 .into(),
         );
     }
-    TraceReport {
-        schema: REPORT_SCHEMA.into(),
-        target: rec.target.spec.clone(),
-        tgids: rec.target.tgids.clone(),
-        lc_thread,
-        duration_ns: rec.duration_ns(),
-        span_source: rec.span_source.clone(),
-        client_spans: !client.is_empty(),
-        requests: ctx.reqs.len() as u64,
-        latency: LatencySummary {
-            count: sorted.len() as u64,
-            p50_ns: percentile(&sorted, 50.0),
-            p99_ns: percentile(&sorted, 99.0),
-            max_ns: sorted.last().copied().unwrap_or(0),
-        },
-        params,
-        threshold_ns: threshold,
-        slow,
-        counts,
-        facts,
-        signals: rec.signals.clone(),
-        lost: rec.counts.lost,
-        notes,
-    }
+    notes
 }
 
 fn facts(ctx: &Ctx<'_>) -> RunFacts {

@@ -39,149 +39,31 @@
 //! began to run there is timed from the LC's switch onto that CPU (the
 //! slot's time) to the write's return: the reaction time (taken away
 //! before the switch-in, on an announcement: recorded as 0).
+//!
+//! The parts: `state` ([`BlindState`], the pure decision) and `thread`
+//! (the controller's loop and its writes).
+
+mod state;
+mod thread;
+
+use thread::{Io, run};
+
+pub use state::{BlindState, Target};
 
 use crate::bell::Bell;
 use crate::error::DaemonError;
-use crate::guard::{LatencySummary, latency_histogram};
-use crate::health::{GroupReporter, retry};
+use crate::guard::LatencySummary;
+use crate::health::GroupReporter;
 use crate::worker::Worker;
 use elfen_bpf::SlotReader;
-use elfen_cgroup::{Executor, Group, Knob};
+use elfen_cgroup::{Executor, Group};
 use elfen_cmd::proc::{SchedClass, set_sched};
-use elfen_ops::health::DaemonKnob;
-use elfen_policy::blind::BlindIsolation;
-use elfen_shm::{KillMode, Page};
+use elfen_shm::Page;
 use serde::Serialize;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// What the batch group should be given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// These CPUs.
-    Cpus(Vec<u32>),
-    /// None: frozen.
-    Frozen,
-}
-
-/// The pure decision: PerfIso's law with shrink-now / grow-after-hold.
-#[derive(Debug, Clone)]
-pub struct BlindState {
-    law: BlindIsolation,
-    cpus: Vec<u32>,
-    current: Vec<u32>,
-    hold_ns: u64,
-    grow_since_ns: Option<u64>,
-}
-
-impl BlindState {
-    /// Starts with batch on all of `cpus` (the CPUs blind isolation may
-    /// hand out).
-    pub fn new(law: BlindIsolation, cpus: Vec<u32>, grow_hold: Duration) -> BlindState {
-        BlindState {
-            law,
-            current: cpus.clone(),
-            cpus,
-            hold_ns: grow_hold.as_nanos() as u64,
-            grow_since_ns: None,
-        }
-    }
-
-    /// The CPUs batch has now (empty = frozen).
-    pub fn current(&self) -> &[u32] {
-        &self.current
-    }
-
-    /// When a larger allocation waiting for its hold may be made, ns.
-    pub fn grow_deadline_ns(&self) -> Option<u64> {
-        self.grow_since_ns.map(|s| s.saturating_add(self.hold_ns))
-    }
-
-    /// Takes back a step whose write failed: batch still has `cpus`, so the
-    /// next step decides (and writes) again.
-    pub fn rollback(&mut self, cpus: Vec<u32>) {
-        self.current = cpus;
-    }
-
-    /// One step: `kill` is the page's kill switch, `lc_busy(cpu)` says
-    /// whether the LC runs on a CPU, `idle` how many of the CPUs run
-    /// nothing. Returns the new target when it changes.
-    pub fn step(
-        &mut self,
-        kill: KillMode,
-        lc_busy: impl Fn(u32) -> bool,
-        idle: u32,
-        now_ns: u64,
-    ) -> Option<Target> {
-        // The kill switch overrides the law: paused, batch gets no CPU
-        // (frozen); unmanaged, batch gets every CPU.
-        let forced = match kill {
-            KillMode::Paused => Some(Vec::new()),
-            KillMode::Unmanaged => Some(self.cpus.clone()),
-            KillMode::Off => None,
-        };
-        if let Some(next) = forced {
-            self.grow_since_ns = None;
-            return self.jump(next);
-        }
-        let total = self.cpus.len() as u32;
-        let s = self.current.len() as u32;
-        let available: Vec<u32> = self.cpus.iter().copied().filter(|&c| !lc_busy(c)).collect();
-        let want = self
-            .law
-            .next_allocation(total, s, idle)
-            .min(available.len() as u32) as usize;
-        let lost = self.current.iter().any(|&c| lc_busy(c));
-        let next_len = if lost || want < s as usize {
-            self.grow_since_ns = None;
-            want.min(s as usize)
-        } else if want > s as usize {
-            let since = *self.grow_since_ns.get_or_insert(now_ns);
-            if now_ns.saturating_sub(since) < self.hold_ns {
-                return None;
-            }
-            self.grow_since_ns = None;
-            want
-        } else {
-            self.grow_since_ns = None;
-            return None;
-        };
-        // keep what batch has (and may keep), then add in CPU order
-        let mut next: Vec<u32> = self
-            .current
-            .iter()
-            .copied()
-            .filter(|c| available.contains(c))
-            .take(next_len)
-            .collect();
-        for &c in &available {
-            if next.len() >= next_len {
-                break;
-            }
-            if !next.contains(&c) {
-                next.push(c);
-            }
-        }
-        next.sort_unstable();
-        self.jump(next)
-    }
-
-    /// Batch gets `next` (sorted; empty = frozen): the target if that is a
-    /// change.
-    fn jump(&mut self, next: Vec<u32>) -> Option<Target> {
-        if next == self.current {
-            return None;
-        }
-        self.current = next.clone();
-        Some(if next.is_empty() {
-            Target::Frozen
-        } else {
-            Target::Cpus(next)
-        })
-    }
-}
 
 /// How many of `cpus` (`snaps`: their slots, `None` unreadable) are idle in
 /// the law's sense — running neither the LC nor the batch: a CPU outside
@@ -394,38 +276,6 @@ impl Blind {
     }
 }
 
-/// Where the blind-isolation thread writes, and where failures are told.
-struct Io<'a> {
-    group: &'a Group,
-    executor: &'a Mutex<Executor>,
-    reporter: Option<&'a GroupReporter>,
-}
-
-impl Io<'_> {
-    /// One write of `knob`, retried while transient; counted when it fails.
-    fn write(&self, knob: DaemonKnob, value: Knob, rep: &mut BlindReport) -> bool {
-        let mut ex = self.executor.lock().unwrap_or_else(|p| p.into_inner());
-        match retry(|| ex.set(self.group, value.clone())) {
-            Ok(_) => {
-                if let Some(r) = self.reporter {
-                    r.succeeded(knob);
-                }
-                true
-            }
-            Err(e) => {
-                rep.failed_writes += 1;
-                if let Some(r) = self.reporter {
-                    r.failed(knob, &e);
-                }
-                if rep.errors.len() < 5 {
-                    rep.errors.push(format!("{}: {e}", knob.name()));
-                }
-                false
-            }
-        }
-    }
-}
-
 /// Whether `cpu` counts as the LC's: its slot flags an LC task, or the
 /// writer's last busy edge for it (an announced wake-up) is newer than the
 /// slot's last switch and less than `ANNOUNCE_NS` old.
@@ -440,140 +290,11 @@ fn lc_on(snap: Option<&elfen_bpf::SlotSnapshot>, edge_ns: u64, now_ns: u64) -> b
     }
 }
 
-fn run(
-    page: &Page,
-    slots: &SlotReader,
-    cpus: Vec<u32>,
-    io: Io<'_>,
-    opts: &BlindOptions,
-    stop: &AtomicBool,
-    changes: &AtomicU64,
-) -> BlindReport {
-    let law = BlindIsolation {
-        buffer_cores: opts.buffer_cores,
-    };
-    let mut st = BlindState::new(law, cpus.clone(), opts.grow_hold);
-    let mut rep = BlindReport {
-        group: io.group.path().as_str().to_string(),
-        ..BlindReport::default()
-    };
-    let bell = match &opts.waking {
-        BlindWaking::Events(b) => Some(Arc::clone(b)),
-        BlindWaking::Poll => None,
-    };
-    let mut hist = latency_histogram();
-    // CPUs taken away on an announcement, before the LC ran there: when
-    // (the write's return), timed once the switch-in shows
-    let mut pending: Vec<(u32, u64)> = Vec::new();
-    let mut frozen = false;
-    let mut woken = false;
-    while !stop.load(Relaxed) {
-        if woken {
-            rep.woken += 1;
-        } else {
-            rep.polled += 1;
-        }
-        let now = elfen_shm::clock::monotonic_ns();
-        let snaps: Vec<_> = cpus.iter().map(|&c| slots.snapshot(c).ok()).collect();
-        let edge = |c: u32| bell.as_ref().map_or(0, |b| b.busy_edge_on(c));
-        let busy_now: Vec<bool> = cpus
-            .iter()
-            .zip(&snaps)
-            .map(|(&c, s)| lc_on(s.as_ref(), edge(c), now))
-            .collect();
-        let busy = |c: u32| {
-            cpus.iter()
-                .position(|&x| x == c)
-                .is_some_and(|i| busy_now[i])
-        };
-        // the switch-ins of CPUs taken before the LC ran there
-        pending.retain(|&(c, done)| {
-            let Some(s) = cpus
-                .iter()
-                .position(|&x| x == c)
-                .and_then(|i| snaps[i].as_ref())
-            else {
-                return false;
-            };
-            if s.lc() {
-                let _ = hist.record(done.saturating_sub(s.lc_since_ns).max(1));
-                return false;
-            }
-            now.saturating_sub(done) < elfen_bpf::contract::ANNOUNCE_NS
-        });
-        let idle = idle_cpus(&cpus, &snaps, st.current(), &opts.own.tids());
-        let before = st.current().to_vec();
-        if let Some(t) = st.step(page.kill_mode(), busy, idle, now) {
-            let ok = match &t {
-                Target::Frozen => {
-                    rep.freezes += 1;
-                    let ok = io.write(DaemonKnob::Freeze, Knob::Frozen(true), &mut rep);
-                    frozen |= ok;
-                    ok
-                }
-                Target::Cpus(c) => {
-                    let set = io.write(DaemonKnob::Cpuset, Knob::CpusetCpus(c.clone()), &mut rep);
-                    if set && frozen {
-                        frozen = !io.write(DaemonKnob::Thaw, Knob::Frozen(false), &mut rep);
-                        !frozen
-                    } else {
-                        set
-                    }
-                }
-            };
-            let done = elfen_shm::clock::monotonic_ns();
-            if ok {
-                changes.fetch_add(1, Relaxed);
-                rep.cpuset_changes += 1;
-                let after = st.current();
-                rep.shrinks += u64::from(after.len() < before.len());
-                // reaction: an LC CPU batch had is taken away
-                for (i, &c) in cpus.iter().enumerate() {
-                    if !(before.contains(&c) && !after.contains(&c) && busy_now[i]) {
-                        continue;
-                    }
-                    match snaps[i].as_ref() {
-                        Some(s) if s.lc() => {
-                            let _ = hist.record(done.saturating_sub(s.lc_since_ns).max(1));
-                        }
-                        // announced: the switch-in is still to come
-                        _ => pending.push((c, done)),
-                    }
-                }
-            } else {
-                // the group still has what it had: decide again next time
-                st.rollback(before.clone());
-            }
-        }
-        woken = match &bell {
-            Some(b) => {
-                let now = elfen_shm::clock::monotonic_ns();
-                let until_grow = st
-                    .grow_deadline_ns()
-                    .map(|d| Duration::from_nanos(d.saturating_sub(now).max(1)));
-                let wait = until_grow.map_or(opts.poll, |g| g.min(opts.poll));
-                b.wait(wait)
-            }
-            None => {
-                std::thread::sleep(opts.poll);
-                false
-            }
-        };
-    }
-    // Give batch its CPUs back (and thaw) before it is stopped or killed:
-    // a frozen process cannot die until thawed.
-    let release = opts.release.clone().unwrap_or(cpus);
-    io.write(DaemonKnob::Cpuset, Knob::CpusetCpus(release), &mut rep);
-    if frozen {
-        io.write(DaemonKnob::Thaw, Knob::Frozen(false), &mut rep);
-    }
-    rep.reaction = LatencySummary::of(&hist);
-    rep
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use elfen_policy::blind::BlindIsolation;
+    use elfen_shm::KillMode;
 
     fn st(b: u32) -> BlindState {
         BlindState::new(

@@ -1,0 +1,284 @@
+//! [`Daemon::tick`]: one round of upkeep, and the checks of the groups
+//! that follow a unit, container or pod or whose owner writes over them.
+
+use super::{Daemon, log};
+use crate::batch::BatchGroup;
+use crate::config::{Mode, OnGroupLost};
+use crate::error::DaemonError;
+use crate::health::Health;
+use crate::lc::Notice;
+use crate::writer::LcWriterHandle;
+use elfen_ops::health::{DaemonKnob, GroupState};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+impl Daemon {
+    /// One round of upkeep: heartbeat; SCHED_IDLE for new threads and
+    /// exited commands every `lc.rescan_ms`, and a look that every batch
+    /// group's cgroup is still there; failed knob writes said, fallbacks
+    /// engaged, the health published. Returns what to report; an error
+    /// when a thread of the daemon died or a group was lost with
+    /// `on_group_lost = "stop"` (the run must end).
+    pub fn tick(&mut self) -> Result<Vec<String>, DaemonError> {
+        let _ = self.page.beat();
+        let notices = self.notices();
+        for n in &notices {
+            match n {
+                Notice::Restarted { .. } => self.lc_restarts += 1,
+                Notice::Ignored { .. } => self.health.lc_ignored(),
+                Notice::Moved { groups } => self.health.set_lc_groups(groups.clone()),
+                _ => {}
+            }
+        }
+        let mut out: Vec<String> = notices.iter().map(|n| n.to_string()).collect();
+        let mut refused = None;
+        for d in &mut self.drivers {
+            match d.tick() {
+                Ok(said) => out.extend(said),
+                Err(e) => {
+                    refused.get_or_insert(e);
+                }
+            }
+        }
+        self.note_own_threads();
+        if let Some(ex) = &self.executor {
+            let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+            for (i, g) in self.groups.iter_mut().enumerate() {
+                // a mode that wants SCHED_IDLE (idle as a fallback): at once
+                if g.sched_idle.load(Relaxed) {
+                    g.idle_threads(&ex, Some((&self.health, i)));
+                }
+            }
+        }
+        if let Some(iso) = &self.isolation {
+            out.extend(iso.messages());
+        }
+        let now = Instant::now();
+        if now >= self.next_rescan {
+            self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
+            if let Some(ex) = &self.executor {
+                let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+                for (i, g) in self.groups.iter_mut().enumerate() {
+                    let n = g.idle_threads(&ex, Some((&self.health, i)));
+                    if n > 0 {
+                        out.push(format!(
+                            "batch {}: {n} new threads set SCHED_IDLE",
+                            g.plan.name
+                        ));
+                    }
+                    if g.plan.follows {
+                        out.extend(follow(g, i, &mut ex, &self.health));
+                        if self.health.is_waiting(i) {
+                            continue;
+                        }
+                    }
+                    if !g.is_owned() && g.present(&ex) {
+                        out.extend(reassert(g, &mut ex));
+                    }
+                    for &c in g.group.controllers() {
+                        let Ok(dir) = ex.hierarchy().group_dir(c, g.group.path()) else {
+                            continue;
+                        };
+                        if !dir.is_dir() {
+                            self.health.mark_lost(
+                                i,
+                                format!(
+                                    "its cgroup {} was removed while the daemon ran",
+                                    dir.display()
+                                ),
+                            );
+                        }
+                    }
+                    out.extend(g.poll_exit(&ex));
+                }
+            }
+            if let (Some(iso), Some(ex)) = (&mut self.isolation, &self.executor) {
+                out.extend(iso.tick(&mut ex.lock().unwrap_or_else(|p| p.into_inner())));
+            }
+        }
+        self.fall_back();
+        out.extend(self.failure_log.lines(&self.health));
+        let lost = self.newly_lost(&mut out);
+        self.publish_modes();
+        self.update_metrics();
+        self.publish_health();
+        if let Some(e) = refused {
+            out.into_iter().for_each(log);
+            return Err(e);
+        }
+        match self.ended(lost) {
+            Some(e) => {
+                // said before the error ends the run
+                out.into_iter().for_each(log);
+                Err(e)
+            }
+            None => Ok(out),
+        }
+    }
+
+    /// Why the run must end: a group lost (with `on_group_lost = "stop"`),
+    /// a thread of the daemon gone.
+    fn ended(&mut self, lost: Option<(String, String)>) -> Option<DaemonError> {
+        if let (Some((name, path)), OnGroupLost::Stop) = (lost, self.plan.config.on_group_lost) {
+            return Some(DaemonError::GroupLost { name, path });
+        }
+        if self.writer.as_ref().is_some_and(|w| !w.is_running()) {
+            let err = self.writer.take().map(LcWriterHandle::stop);
+            return Some(match err {
+                Some(Err(e)) => e,
+                _ => DaemonError::thread("lc writer", "stopped"),
+            });
+        }
+        if self.isolation.as_ref().is_some_and(|i| !i.is_running()) {
+            return Some(DaemonError::thread(
+                "memory or I/O isolation",
+                "its thread ended",
+            ));
+        }
+        if let Some(d) = self.drivers.iter().find(|d| !d.is_running()) {
+            return Some(DaemonError::thread(
+                d.active().mode().name(),
+                format!("a thread of batch group {}'s protection ended", d.index()),
+            ));
+        }
+        None
+    }
+
+    /// The threads the protections run now, for blind isolation's count
+    /// of idle CPUs.
+    fn note_own_threads(&self) {
+        let Some(env) = &self.env else { return };
+        for d in &self.drivers {
+            for t in d.active().tids() {
+                env.own.add(t);
+            }
+        }
+    }
+
+    /// A freeze or blind-isolation group whose freezes or cpuset writes
+    /// fail (the group still there) falls back to SCHED_IDLE, once.
+    fn fall_back(&mut self) {
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            let knobs: &[DaemonKnob] = match g.mode() {
+                Mode::Freeze => &[DaemonKnob::Freeze],
+                Mode::Blind => &[DaemonKnob::Cpuset, DaemonKnob::Freeze],
+                _ => continue,
+            };
+            if self.health.state(i) != GroupState::Degraded
+                || self.health.has_fallback(i)
+                || !knobs.iter().any(|&k| self.health.failing(i, k))
+            {
+                continue;
+            }
+            g.fall_back_to_sched_idle();
+            let how = format!(
+                "{} writes fail: its threads are put SCHED_IDLE instead (they yield to the LC's \
+                 threads but share its lanes)",
+                if g.mode() == Mode::Freeze {
+                    "freeze"
+                } else {
+                    "cpuset or freeze"
+                }
+            );
+            crate::logging::warn(format!("batch {}: DEGRADED: {how}", g.plan.name));
+            self.health.set_fallback(i, how);
+            // at once, not at the next rescan
+            if let Some(ex) = &self.executor {
+                let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+                g.idle_threads(&ex, Some((&self.health, i)));
+            }
+        }
+    }
+
+    /// Says each group lost since the last tick (loudly); returns the first
+    /// one's name and path.
+    fn newly_lost(&mut self, out: &mut Vec<String>) -> Option<(String, String)> {
+        let mut first = None;
+        let snap = self.health.snapshot();
+        for (i, g) in snap.groups.iter().enumerate() {
+            if g.state != GroupState::Lost || self.lost_said[i] {
+                continue;
+            }
+            self.lost_said[i] = true;
+            let then = match self.plan.config.on_group_lost {
+                OnGroupLost::Stop => "the daemon stops (on_group_lost = \"stop\")",
+                OnGroupLost::Continue => {
+                    "the daemon carries on without it (on_group_lost = \"continue\")"
+                }
+            };
+            out.push(format!(
+                "LOST: batch {} ({}): {}: its processes are no longer contained; {then}",
+                g.name,
+                g.path,
+                g.reason.as_deref().unwrap_or("its cgroup is gone")
+            ));
+            first.get_or_insert((g.name.clone(), g.path.clone()));
+        }
+        first
+    }
+}
+
+/// A batch group that follows a unit, container or pod: its group gone,
+/// it waits (said once); back, its knobs are applied again (said).
+fn follow(
+    g: &mut BatchGroup,
+    i: usize,
+    ex: &mut elfen_cgroup::Executor,
+    health: &Health,
+) -> Option<String> {
+    let what = g
+        .plan
+        .named
+        .clone()
+        .unwrap_or_else(|| g.plan.path.to_string());
+    if !g.present(ex) {
+        return health
+            .set_waiting(
+                i,
+                format!(
+                    "{what} runs nothing now: its cgroup {} is gone",
+                    g.plan.path
+                ),
+            )
+            .then(|| {
+                format!(
+                    "batch {}: {what} stopped (its cgroup {} is gone): waiting for it",
+                    g.plan.name, g.plan.path
+                )
+            });
+    }
+    if !health.is_waiting(i) {
+        return None;
+    }
+    Some(match g.reapply(ex) {
+        Ok(_) => {
+            health.clear_waiting(i);
+            format!(
+                "batch {}: {what} is back (cgroup {}): its knobs are applied again",
+                g.plan.name, g.plan.path
+            )
+        }
+        Err(e) => format!(
+            "batch {}: {what} is back but its knobs could not be applied yet: {e}",
+            g.plan.name
+        ),
+    })
+}
+
+/// An existing group's start knobs written again where its owner wrote
+/// over them (said, with what).
+fn reassert(g: &mut BatchGroup, ex: &mut elfen_cgroup::Executor) -> Option<String> {
+    match g.reapply(ex) {
+        Ok(w) if w.is_empty() => None,
+        Ok(w) => Some(format!(
+            "batch {}: {} changed under the daemon (by the group's owner: systemd writes a \
+             unit's CPU settings again at a daemon-reload): written again",
+            g.plan.name,
+            w.join(", ")
+        )),
+        Err(e) => Some(format!(
+            "batch {}: its knobs could not be checked: {e}",
+            g.plan.name
+        )),
+    }
+}
