@@ -17,9 +17,10 @@
 #
 # Bounds: the runner must say it is up within $ELFEN_VM_BOOT_TIMEOUT_S (default
 # 300 s), and the guest must power off within $ELFEN_VM_TIMEOUT_S (default
-# 2400 s) of the start; otherwise qemu is killed. Once up, a console that
-# stays quiet for $ELFEN_VM_SILENCE_S (default 300 s; the runner prints a line
-# a minute while a test runs) is a guest that stopped: what its vCPUs were
+# 2400 s) of the start; otherwise qemu is killed. Once up, a runner that
+# prints no "@@elfen-vm" line for $ELFEN_VM_SILENCE_S (default 300 s; it prints
+# one a minute while a test runs; kernel messages such as RCU stall reports do
+# not count) is a guest that stopped: what its vCPUs were
 # doing is saved (qemu's monitor: `info registers -a` into
 # OUT_DIR/silence-regs.txt), the guest kernel is asked for its CPUs'
 # backtraces (SysRq l and w on the emulated keyboard; what it prints within
@@ -158,14 +159,13 @@ qemu_pid=$!
 say "guest started (qemu pid $qemu_pid, log $serial); boot bound ${boot_timeout} s, run bound ${run_timeout} s"
 
 # Prints the runner's "@@elfen-vm" lines as they come; watches the bounds.
-seen=0 booted="" status=0 size=0 t_heard=$(now_s)
+seen=0 booted="" status=0 t_heard=$(now_s)
 while :; do
   n=$(wc -l <"$serial")
-  if [ "$(stat -c %s "$serial")" -ne "$size" ]; then
-    size=$(stat -c %s "$serial")
-    t_heard=$(now_s)
-  fi
   if [ "$n" -gt "$seen" ]; then
+    if sed -n "$((seen + 1)),${n}p" "$serial" | grep -q '@@elfen-vm '; then
+      t_heard=$(now_s)
+    fi
     sed -n "$((seen + 1)),${n}p" "$serial" | tr -d '\r' | sed -n 's/^.*@@elfen-vm /vm| /p'
     if [ -z "$booted" ] && sed -n "$((seen + 1)),${n}p" "$serial" | grep -q '@@elfen-vm up:'; then
       booted=$(now_s)
@@ -192,8 +192,12 @@ while :; do
   fi
   quiet=$(elapsed_s "$t_heard" "$(now_s)")
   if [ -n "$booted" ] && awk -v t="$quiet" -v b="$silence_s" 'BEGIN { exit !(t > b) }'; then
-    say "the guest went silent: nothing on its console for ${silence_s} s, $t s after the start; the console's last lines:"
+    say "the guest went silent: no runner line for ${silence_s} s, $t s after the start; the console's last lines:"
     tail -n 8 "$serial" | tr -d '\r' | sed 's/^/  | /' >&2
+    last_mark=$(grep -n '@@elfen-vm ' "$serial" | tail -n1 | cut -d: -f1)
+    stalls=$(tail -n +"${last_mark:-1}" "$serial" | grep -c -E 'rcu: INFO|soft lockup|hard LOCKUP|hung_task|csd: ' || true)
+    [ "$stalls" -eq 0 ] || say "since the runner's last line the guest kernel reported $stalls stall or lock-up line(s) (RCU, soft lockup, hung task, CSD): see $serial"
+    size=$(stat -c %s "$serial")
     hmp "info status" "info cpus" "info registers -a" >"$out/silence-regs.txt" 2>&1
     say "its vCPUs (qemu's monitor): $(grep -o 'thread_id=[0-9]*' "$out/silence-regs.txt" | wc -l) listed; RIP of each: $(grep -o 'RIP=[0-9a-f]*' "$out/silence-regs.txt" | cut -d= -f2 | paste -sd' ' -) (registers in $out/silence-regs.txt)"
     hmp "sendkey alt-sysrq-l" >/dev/null 2>&1
