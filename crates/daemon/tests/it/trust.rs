@@ -30,7 +30,7 @@ fn setup(lc: &str, extra: &str, batch: &str) -> Setup {
     std::fs::write(
         &config,
         format!(
-            "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\npairs = \"0:1\"\nheartbeat_ms = 20\n{extra}\n\
+            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\nheartbeat_ms = 20\n{extra}\n\
              [metrics]\nlisten = \"127.0.0.1:0\"\n\
              [lc]\ncomm = \"{lc}\"\nliveness_ms = 20\nrescan_ms = 100\n{batch}",
             page.display(),
@@ -245,7 +245,7 @@ fn after_sigkill_the_next_start_kills_the_tree_left_in_its_group() {
 fn plan_config(dir: &std::path::Path, state: &std::path::Path) -> elfen_daemon::Config {
     let root = fake_root(dir);
     let text = format!(
-        "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\n[signal]\npriority = 0\n\
+        "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n[signal]\npriority = 0\n\
          [lc]\ncomm = \"nobody-runs-this\"\n\
          [[batch]]\nname = \"b\"\nmode = \"cooperative\"\ncgroup = \"batch\"\n",
         dir.join("page").display(),
