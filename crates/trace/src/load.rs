@@ -65,25 +65,8 @@ pub fn drive(
     plan: &LoadPlan,
     stop: &AtomicBool,
 ) -> Result<LoadResult, TraceError> {
-    if !(plan.rps > 0.0 && plan.rps.is_finite()) {
-        return Err(TraceError::Usage(format!(
-            "--rps must be > 0, not {}",
-            plan.rps
-        )));
-    }
-    if plan.set.requests.is_empty() {
-        return Err(TraceError::Usage("the request set is empty".into()));
-    }
-    let io = |what: &str, e: std::io::Error| TraceError::Usage(format!("{what} {addr}: {e}"));
-    let stream = TcpStream::connect(addr).map_err(|e| io("connecting to", e))?;
-    stream
-        .set_nodelay(true)
-        .map_err(|e| io("TCP_NODELAY on", e))?;
-    let mut rx = stream
-        .try_clone()
-        .map_err(|e| io("cloning the socket of", e))?;
-    rx.set_read_timeout(Some(Duration::from_millis(20)))
-        .map_err(|e| io("a read timeout on", e))?;
+    check(plan)?;
+    let (stream, mut rx) = connect(addr)?;
     let mut rng = SmallRng::seed_from_u64(plan.seed);
     let offsets = poisson_offsets(plan.rps, plan.duration.as_nanos() as u64, &mut rng);
     let picks = plan.set.sequence(offsets.len(), &mut rng);
@@ -92,21 +75,9 @@ pub fn drive(
     let sent: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
     let sender_done = AtomicU64::new(0);
     let tids = std::sync::Mutex::new(Vec::new());
-    let place = |tids: &std::sync::Mutex<Vec<u32>>| {
-        let pin = (!plan.cpus.is_empty())
-            .then(|| elfen_topo::PinGuard::with_cpus(&plan.cpus).ok())
-            .flatten();
-        elfen_cmd::proc::set_timer_slack_ns(1);
-        if plan.sched != elfen_cmd::proc::SchedClass::Other {
-            // refused without privileges: the load then runs SCHED_OTHER
-            let _ = elfen_cmd::proc::set_sched(0, plan.sched);
-        }
-        tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
-        pin
-    };
     let (received, closed) = std::thread::scope(|scope| {
         let sender = scope.spawn(|| {
-            let _pin = place(&tids);
+            let _pin = place(plan, &tids);
             let mut s = &stream;
             let local = AtomicBool::new(false);
             run_sender(&MonoClock, t0, &offsets, &local, |i| {
@@ -128,57 +99,140 @@ pub fn drive(
             sender_done.store(mono_ns().max(1), Ordering::Release);
         });
         let receiver = scope.spawn(|| {
-            let _pin = place(&tids);
-            let mut got: Vec<Option<(u64, bool)>> = vec![None; n];
-            let mut buf = [0u8; wire::RESPONSE_BYTES];
-            let mut have = 0;
-            let mut answered = 0;
-            let mut closed = false;
+            let _pin = place(plan, &tids);
             let span_end = t0 + offsets.last().copied().unwrap_or(0);
-            while answered < n {
-                let done = sender_done.load(Ordering::Acquire);
-                if done != 0 && mono_ns() > done.max(span_end) + plan.drain.as_nanos() as u64 {
-                    break;
-                }
-                if stop.load(Ordering::Relaxed) && done != 0 {
-                    break;
-                }
-                match rx.read(&mut buf[have..]) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(k) => {
-                        have += k;
-                        if have < wire::RESPONSE_BYTES {
-                            continue;
-                        }
-                        have = 0;
-                        let now = mono_ns();
-                        let r = Response::decode(&buf);
-                        let i = r.id.wrapping_sub(plan.id_base) as usize;
-                        if let Some(slot) = got.get_mut(i) {
-                            if slot.is_none() {
-                                *slot = Some((now, r.status == Status::Ok));
-                                answered += 1;
-                            }
-                        }
-                    }
-                    Err(e) if is_timeout(&e) => {}
-                    Err(_) => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
-            (got, closed)
+            receive(&mut rx, plan, n, span_end, &sender_done, stop)
         });
         let _ = sender.join();
         receiver.join().unwrap_or_default()
     });
     let end = mono_ns();
+    let (spans, hist, errors) = tally(plan, t0, &offsets, &sent, &received, end);
+    Ok(LoadResult {
+        spans,
+        hist,
+        errors,
+        tids: tids.into_inner().expect("tids"),
+        closed,
+    })
+}
+
+/// A usage error unless `plan` has a positive rate and requests.
+fn check(plan: &LoadPlan) -> Result<(), TraceError> {
+    if !(plan.rps > 0.0 && plan.rps.is_finite()) {
+        return Err(TraceError::Usage(format!(
+            "--rps must be > 0, not {}",
+            plan.rps
+        )));
+    }
+    if plan.set.requests.is_empty() {
+        return Err(TraceError::Usage("the request set is empty".into()));
+    }
+    Ok(())
+}
+
+/// One `TCP_NODELAY` connection to `addr`: the sender's stream and the
+/// receiver's clone of it (reads time out every 20 ms, so it sees the end).
+fn connect(addr: SocketAddr) -> Result<(TcpStream, TcpStream), TraceError> {
+    let io = |what: &str, e: std::io::Error| TraceError::Usage(format!("{what} {addr}: {e}"));
+    let stream = TcpStream::connect(addr).map_err(|e| io("connecting to", e))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| io("TCP_NODELAY on", e))?;
+    let rx = stream
+        .try_clone()
+        .map_err(|e| io("cloning the socket of", e))?;
+    rx.set_read_timeout(Some(Duration::from_millis(20)))
+        .map_err(|e| io("a read timeout on", e))?;
+    Ok((stream, rx))
+}
+
+/// Places the calling load thread as `plan` asks (its CPUs, its
+/// scheduling class, 1 ns timer slack) and records its tid; the pin lasts
+/// as long as the returned guard.
+fn place(plan: &LoadPlan, tids: &std::sync::Mutex<Vec<u32>>) -> Option<elfen_topo::PinGuard> {
+    let pin = (!plan.cpus.is_empty())
+        .then(|| elfen_topo::PinGuard::with_cpus(&plan.cpus).ok())
+        .flatten();
+    elfen_cmd::proc::set_timer_slack_ns(1);
+    if plan.sched != elfen_cmd::proc::SchedClass::Other {
+        // refused without privileges: the load then runs SCHED_OTHER
+        let _ = elfen_cmd::proc::set_sched(0, plan.sched);
+    }
+    tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
+    pin
+}
+
+/// The receiver: reads responses until all `n` are in, the drain after the
+/// sender's end (or the last intended send, `span_end`) is over, `stop`
+/// once the sender is done, or the connection closes. Per request: when
+/// its response came and whether it was OK; and whether the connection
+/// closed.
+fn receive(
+    rx: &mut TcpStream,
+    plan: &LoadPlan,
+    n: usize,
+    span_end: u64,
+    sender_done: &AtomicU64,
+    stop: &AtomicBool,
+) -> (Vec<Option<(u64, bool)>>, bool) {
+    let mut got: Vec<Option<(u64, bool)>> = vec![None; n];
+    let mut buf = [0u8; wire::RESPONSE_BYTES];
+    let mut have = 0;
+    let mut answered = 0;
+    let mut closed = false;
+    while answered < n {
+        let done = sender_done.load(Ordering::Acquire);
+        if done != 0 && mono_ns() > done.max(span_end) + plan.drain.as_nanos() as u64 {
+            break;
+        }
+        if stop.load(Ordering::Relaxed) && done != 0 {
+            break;
+        }
+        match rx.read(&mut buf[have..]) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(k) => {
+                have += k;
+                if have < wire::RESPONSE_BYTES {
+                    continue;
+                }
+                have = 0;
+                let now = mono_ns();
+                let r = Response::decode(&buf);
+                let i = r.id.wrapping_sub(plan.id_base) as usize;
+                if let Some(slot) = got.get_mut(i) {
+                    if slot.is_none() {
+                        *slot = Some((now, r.status == Status::Ok));
+                        answered += 1;
+                    }
+                }
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    (got, closed)
+}
+
+/// Every request sent, its span and its latency from the intended send
+/// time (an unanswered one: up to `end`), and the count of requests
+/// unanswered or answered with an error.
+fn tally(
+    plan: &LoadPlan,
+    t0: u64,
+    offsets: &[u64],
+    sent: &[AtomicU64],
+    received: &[Option<(u64, bool)>],
+    end: u64,
+) -> (Vec<ClientSpan>, Histogram<u64>, u64) {
     let mut hist = new_histogram();
-    let mut spans = Vec::with_capacity(n);
+    let mut spans = Vec::with_capacity(offsets.len());
     let mut errors = 0;
     for (i, &off) in offsets.iter().enumerate() {
         let s = sent[i].load(Ordering::Relaxed);
@@ -206,11 +260,5 @@ pub fn drive(
             received_ns: r.map(|x| x.0),
         });
     }
-    Ok(LoadResult {
-        spans,
-        hist,
-        errors,
-        tids: tids.into_inner().expect("tids"),
-        closed,
-    })
+    (spans, hist, errors)
 }

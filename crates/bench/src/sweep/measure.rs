@@ -17,6 +17,7 @@ use elfen_results::{
     BatchTimes, DaemonTimes, Distribution, LatencyBreakdown, MeasuredRep, Rep, Utilization,
 };
 use elfen_runtime::NapChoice;
+use elfen_shm::Page;
 use std::sync::atomic::AtomicBool;
 
 /// Names of the daemon's threads (`elfen_daemon`'s workers) the harness
@@ -97,7 +98,15 @@ pub fn run_rep(
     let mut exclude = rig.lc().worker_tids();
     exclude.extend(&daemon);
     let service_pid = rig.lc().child_pid();
-    let (page, lane) = (rig.page.clone(), rig.lanes.request_lane);
+    let page = rig.page.clone();
+    let probes = Probes {
+        me,
+        exclude,
+        daemon: &daemon,
+        page: &page,
+        lane: rig.lanes.request_lane,
+        service_pid,
+    };
     let mut edges: Vec<EdgeSample> = Vec::with_capacity(2);
     let mut idle = None;
     let lc = rig.lc.as_deref().expect("LC service");
@@ -107,29 +116,77 @@ pub fn run_rep(
             if edge == Edge::Start {
                 lc.start_idle_recording();
             }
-            edges.push(EdgeSample {
-                at_ns: elfen_shm::clock::monotonic_ns(),
-                lc_busy_ns: page.lc_busy_ns(lane).unwrap_or(0),
-                harness_cpu_ns: proc::process_cpu_ns_except(me, &exclude),
-                daemon_ns: daemon
-                    .iter()
-                    .filter_map(|&t| proc::thread_schedstat(me, t))
-                    .map(|s| s.on_cpu_ns)
-                    .sum(),
-                occupied_ns: bp.as_ref().map_or(0, |b| b.guard_occupied_ns()),
-                held_ns: bp.as_ref().map_or(0, |b| b.guard_held_ns()),
-                batch: bp.as_ref().map(|b| b.sample()),
-                machine: MachineTicks::now(),
-                own_ticks: proc::process_ticks(me)
-                    + bp.as_ref().map_or(0, |b| {
-                        b.pids().into_iter().map(proc::process_ticks).sum::<u64>()
-                    })
-                    + service_pid.map_or(0, proc::process_ticks),
-            });
+            edges.push(probes.sample(bp.as_deref()));
             if edge == Edge::End {
                 idle = lc.stop_idle_recording();
             }
         })?;
+    batch_alive(bp, what)?;
+    rig.lc_mut().check()?;
+    let [e0, e1] = &edges[..] else {
+        return Err(BenchError::Service("window edges missing".into()));
+    };
+    let lc_util = lc_utilization(spec, e0, e1, &inv);
+    let mut measured = window_measures(e0, e1, &inv, &daemon);
+    let mut rep = window_rep(spec, what, &inv, lc_util);
+    if let (Some(b0), Some(b1)) = (&e0.batch, &e1.batch) {
+        let d = b1.since(b0);
+        add_batch(spec, elfen, alone_units_per_s, &d, &mut rep, &mut measured);
+    }
+    rep.measured = Some(measured);
+    Ok(Measured {
+        rep,
+        idle,
+        service: if inv.service_us.total() > 0 {
+            inv.service_us
+        } else {
+            latency_buckets()
+        },
+    })
+}
+
+/// What a window edge samples: this process's CPU time (but the threads
+/// in `exclude`), the daemon's threads, the request lane's busy time on
+/// the page, the batch process, and the ticks of this process, the batch
+/// process and the service's process.
+struct Probes<'a> {
+    me: u32,
+    exclude: Vec<u32>,
+    daemon: &'a [u32],
+    page: &'a Page,
+    lane: u32,
+    service_pid: Option<u32>,
+}
+
+impl Probes<'_> {
+    /// The counters now, with the batch process `bp` (if any).
+    fn sample(&self, bp: Option<&dyn BatchRun>) -> EdgeSample {
+        let me = self.me;
+        EdgeSample {
+            at_ns: elfen_shm::clock::monotonic_ns(),
+            lc_busy_ns: self.page.lc_busy_ns(self.lane).unwrap_or(0),
+            harness_cpu_ns: proc::process_cpu_ns_except(me, &self.exclude),
+            daemon_ns: self
+                .daemon
+                .iter()
+                .filter_map(|&t| proc::thread_schedstat(me, t))
+                .map(|s| s.on_cpu_ns)
+                .sum(),
+            occupied_ns: bp.map_or(0, |b| b.guard_occupied_ns()),
+            held_ns: bp.map_or(0, |b| b.guard_held_ns()),
+            batch: bp.map(|b| b.sample()),
+            machine: MachineTicks::now(),
+            own_ticks: proc::process_ticks(me)
+                + bp.map_or(0, |b| {
+                    b.pids().into_iter().map(proc::process_ticks).sum::<u64>()
+                })
+                + self.service_pid.map_or(0, proc::process_ticks),
+        }
+    }
+}
+
+/// An error if the batch process died during the invocation.
+fn batch_alive(bp: &mut Option<Box<dyn BatchRun>>, what: What) -> Result<()> {
     if let Some(b) = bp.as_mut() {
         if !b.alive() {
             return Err(BenchError::Batch(format!(
@@ -139,21 +196,41 @@ pub fn run_rep(
             )));
         }
     }
-    rig.lc_mut().check()?;
-    let [e0, e1] = &edges[..] else {
-        return Err(BenchError::Service("window edges missing".into()));
-    };
+    Ok(())
+}
+
+/// The LC lane's utilization over the window from `e0` to `e1`: its busy
+/// time on the page, or for a service that publishes nothing the sum of
+/// the service times it reports.
+fn lc_utilization(
+    spec: &BenchSpec,
+    e0: &EdgeSample,
+    e1: &EdgeSample,
+    inv: &InvocationResult,
+) -> f64 {
     let window_s = (e1.at_ns - e0.at_ns) as f64 / 1e9;
-    let lc_util = match spec.lc.signal {
+    match spec.lc.signal {
         LcSignal::Api | LcSignal::Bpf => {
             (e1.lc_busy_ns.saturating_sub(e0.lc_busy_ns)) as f64 / 1e9 / window_s
         }
         LcSignal::None => inv.window_service_ns as f64 / 1e9 / window_s,
-    };
+    }
+}
+
+/// The window's measurements besides latency and utilization: the
+/// harness's, other processes' and the daemon's shares, the host's steal,
+/// the latency breakdown (the batch's times are added later).
+fn window_measures(
+    e0: &EdgeSample,
+    e1: &EdgeSample,
+    inv: &InvocationResult,
+    daemon: &[u32],
+) -> MeasuredRep {
+    let window_s = (e1.at_ns - e0.at_ns) as f64 / 1e9;
     let hz = proc::ticks_per_s();
     let machine = e1.machine.since(&e0.machine);
     let own = e1.own_ticks.saturating_sub(e0.own_ticks) as f64;
-    let mut measured = MeasuredRep {
+    MeasuredRep {
         window_s,
         sent: inv.sent as u64,
         harness_util: e1.harness_cpu_ns.saturating_sub(e0.harness_cpu_ns) as f64 / 1e9 / window_s,
@@ -176,8 +253,12 @@ pub fn run_rep(
             occupied_util: e1.occupied_ns.saturating_sub(e0.occupied_ns) as f64 / 1e9 / window_s,
             held_util: e1.held_ns.saturating_sub(e0.held_ns) as f64 / 1e9 / window_s,
         }),
-    };
-    let mut rep = Rep {
+    }
+}
+/// The window's record: latency, the LC lane's utilization (`lc_util`),
+/// the budget; the batch's part is added by [`add_batch`].
+fn window_rep(spec: &BenchSpec, what: What, inv: &InvocationResult, lc_util: f64) -> Rep {
+    Rep {
         round: None,
         rps_achieved: inv.rps_achieved,
         requests: inv.outcome.requests,
@@ -200,47 +281,49 @@ pub fn run_rep(
         },
         measured: None,
         simulated: None,
-    };
-    if let (Some(b0), Some(b1)) = (&e0.batch, &e1.batch) {
-        let d = b1.since(b0);
-        let (mut est, mut lo, mut hi) = (0.0, 0.0, 0.0);
-        for t in &d.threads {
-            let (e, l, h) = batch::executed_ns(t, elfen, spec.batch.nap);
-            est += e;
-            lo += l;
-            hi += h;
-        }
-        let secs = d.at_ns as f64 / 1e9;
-        let tot = d.total();
-        let util = |ns: f64| ns / 1e9 / secs;
-        rep.utilization.batch = util(est);
-        rep.utilization.total = lc_util + rep.utilization.batch;
-        let ups = tot.units as f64 / secs;
-        rep.batch_units_per_s = Some(ups);
-        rep.batch_progress = alone_units_per_s.filter(|a| *a > 0.0).map(|a| ups / a);
-        if elfen {
-            rep.naps_per_s = Some(tot.naps as f64 / secs);
-            rep.wakes_per_s = Some(tot.wakes as f64 / secs);
-        }
-        measured.batch = Some(BatchTimes {
-            util_low: util(lo),
-            util_high: util(hi),
-            on_cpu_util: util(tot.on_cpu_ns as f64),
-            wait_util: util(tot.wait_ns as f64),
-            corun_util: elfen.then(|| util(tot.corun_ns as f64)),
-            nap_util: elfen.then(|| util(tot.nap_ns as f64)),
-        });
     }
-    rep.measured = Some(measured);
-    Ok(Measured {
-        rep,
-        idle,
-        service: if inv.service_us.total() > 0 {
-            inv.service_us
-        } else {
-            latency_buckets()
-        },
-    })
+}
+
+/// Adds the batch process's window `d` (its samples' difference) to `rep`
+/// (utilization, progress, naps) and `measured` (its times); `elfen`: its
+/// threads run Elfen's runtime (they nap); `alone_units_per_s`: the batch
+/// kernel's rate alone.
+fn add_batch(
+    spec: &BenchSpec,
+    elfen: bool,
+    alone_units_per_s: Option<f64>,
+    d: &BatchSample,
+    rep: &mut Rep,
+    measured: &mut MeasuredRep,
+) {
+    let (mut est, mut lo, mut hi) = (0.0, 0.0, 0.0);
+    for t in &d.threads {
+        let (e, l, h) = batch::executed_ns(t, elfen, spec.batch.nap);
+        est += e;
+        lo += l;
+        hi += h;
+    }
+    let secs = d.at_ns as f64 / 1e9;
+    let tot = d.total();
+    let util = |ns: f64| ns / 1e9 / secs;
+    let lc_util = rep.utilization.lc;
+    rep.utilization.batch = util(est);
+    rep.utilization.total = lc_util + rep.utilization.batch;
+    let ups = tot.units as f64 / secs;
+    rep.batch_units_per_s = Some(ups);
+    rep.batch_progress = alone_units_per_s.filter(|a| *a > 0.0).map(|a| ups / a);
+    if elfen {
+        rep.naps_per_s = Some(tot.naps as f64 / secs);
+        rep.wakes_per_s = Some(tot.wakes as f64 / secs);
+    }
+    measured.batch = Some(BatchTimes {
+        util_low: util(lo),
+        util_high: util(hi),
+        on_cpu_util: util(tot.on_cpu_ns as f64),
+        wait_util: util(tot.wait_ns as f64),
+        corun_util: elfen.then(|| util(tot.corun_ns as f64)),
+        nap_util: elfen.then(|| util(tot.nap_ns as f64)),
+    });
 }
 
 /// How batch utilization is counted, for the result file and the report.

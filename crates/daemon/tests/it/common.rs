@@ -15,6 +15,14 @@ use std::time::{Duration, Instant};
 /// The daemon binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_elfen-daemon");
 
+/// The config line every test's daemon opts in with: `undelegated = "root"`.
+/// In the VM test bed the tests run inside a systemd unit that is not
+/// delegated (`elfen-vmtest.service`, no `Delegate=`), where on cgroup v2 the
+/// daemon refuses to start commands by default; with this line the
+/// commands' groups go at the root of each hierarchy (or of the test's fake
+/// cgroup root) instead. The refusal itself is checked explicitly (`hosts`).
+pub const HOST_ROOT: &str = "undelegated = \"root\"\n";
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Tests that run processes on the lanes run one at a time, in this process

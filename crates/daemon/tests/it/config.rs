@@ -2,7 +2,7 @@
 //! the field, and nothing is applied (no page, no state file, the cgroup
 //! root untouched).
 
-use crate::common::{BIN, fake_root, tree};
+use crate::common::{BIN, HOST_ROOT, fake_root, tree};
 use elfen_daemon::config::Config;
 use elfen_daemon::plan::Plan;
 use std::path::{Path, PathBuf};
@@ -172,7 +172,7 @@ fn config_in(dir: &Path, extra: &str, batch: &str) -> (Config, PathBuf, PathBuf)
     let page = dir.join("page");
     let state = dir.join("state/daemon.json");
     let text = format!(
-        "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\n{extra}\n[signal]\npriority = 0\n{batch}",
+        "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n{extra}\n[signal]\npriority = 0\n{batch}",
         page.display(),
         state.display(),
         root.display()
@@ -247,7 +247,7 @@ fn machine_checks_name_the_field_and_apply_nothing() {
 fn config_with_page_table(dir: &Path, page_table: &str) -> (Config, PathBuf, PathBuf) {
     let (c, page, state) = config_in(dir, "[lc]\ncomm = \"x\"", COOP_BATCH);
     let text = format!(
-        "state_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\n[page]\npath = \"{}\"\n{page_table}\n\
+        "state_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n[page]\npath = \"{}\"\n{page_table}\n\
          [lc]\ncomm = \"x\"\n[signal]\npriority = 0\n{COOP_BATCH}",
         state.display(),
         c.cgroup_root.display(),
@@ -373,7 +373,7 @@ fn check_flag_exits_0_or_78_naming_the_field() {
         std::fs::write(
             &p,
             format!(
-                "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\n{body}\n[signal]\npriority = 0\n",
+                "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n{body}\n[signal]\npriority = 0\n",
                 d.join("page").display(),
                 d.join("state.json").display(),
                 root.display()
@@ -441,7 +441,7 @@ fn cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller() {
         put(&format!("system.slice/{f}"), "");
     }
     let text = format!(
-        "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\n[signal]\npriority = 0\n\
+        "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n[signal]\npriority = 0\n\
          [lc]\ncomm = \"nobody-runs-this\"\n\
          [[batch]]\nname = \"b\"\nmode = \"idle\"\ncommand = [\"true\"]\n",
         d.join("page").display(),

@@ -159,7 +159,7 @@ fn auto_without_a_knob_is_refused_at_check_naming_why() {
     std::fs::write(
         &cfg,
         format!(
-            "page = \"/dev/shm/{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\npairs = \"0:1\"\n\
+            "page = \"/dev/shm/{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\n\
              [lc]\ncomm = \"nothing-here\"\n[[batch]]\nname = \"b\"\nmode = \"auto\"\n\
              cgroup = \"batch\"\n",
             unique("ap"),

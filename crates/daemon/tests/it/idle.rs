@@ -37,7 +37,7 @@ const WINDOW: Duration = Duration::from_millis(500);
 /// `batch`), the daemon's page and state file there too.
 fn fake_config(dir: &Path, root: &Path, batch: &str) -> Config {
     let text = format!(
-        "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\npairs = \"0:1\"\n\
+        "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\npairs = \"0:1\"\n\
          [lc]\ncomm = \"x\"\n{batch}",
         dir.join("page").display(),
         dir.join("state.json").display(),
@@ -262,7 +262,7 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
     std::fs::write(
         &config,
         format!(
-            "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\npairs = \"0:1\"\nheartbeat_ms = 20\n\
+            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\nheartbeat_ms = 20\n\
              [metrics]\nlisten = \"\"\n[lc]\npid = {}\n\
              [[batch]]\nname = \"spin\"\nmode = \"idle\"\n\
              command = [\"{BIN}\", \"spin-helper\", \"--cpu=0\"]\n",

@@ -1,7 +1,7 @@
 //! Memory, I/O and egress keys: defaults, refusals that name the field
 //! (from the file alone and against the machine, with nothing applied).
 
-use crate::common::{BIN, fake_root, tree};
+use crate::common::{BIN, HOST_ROOT, fake_root, tree};
 use elfen_daemon::config::Config;
 use elfen_daemon::isolation::config::{EgressClass, PressureLine, WhenUnsupported};
 use elfen_daemon::plan::Plan;
@@ -159,7 +159,7 @@ fn config_in(dir: &Path, extra: &str, batch: &str) -> (Config, PathBuf, PathBuf)
     let page = dir.join("page");
     let state = dir.join("state/daemon.json");
     let text = format!(
-        "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\n{extra}\n[signal]\npriority = 0\n{LC}{batch}",
+        "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n{extra}\n[signal]\npriority = 0\n{LC}{batch}",
         page.display(),
         state.display(),
         root.display()
@@ -278,7 +278,7 @@ fn check_flag_refuses_a_watermark_above_total_memory() {
     std::fs::write(
         &p,
         format!(
-            "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\ncgroup_root = \"{}\"\n[signal]\npriority = 0\n\
+            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n[signal]\npriority = 0\n\
              [memory]\nmin_available = \"64T\"\n{LC}{COOP}",
             d.join("page").display(),
             d.join("state.json").display(),

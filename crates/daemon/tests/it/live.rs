@@ -46,7 +46,7 @@ pub(crate) fn setup(tag: &str, extra: &str, batch: &str) -> Setup {
     std::fs::write(
         &config,
         format!(
-            "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\npairs = \"0:1\"\nheartbeat_ms = 20\n{extra}\n\
+            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\nheartbeat_ms = 20\n{extra}\n\
              [metrics]\nlisten = \"127.0.0.1:0\"\n\
              [lc]\ncomm = \"{lc_name}\"\nliveness_ms = 20\nlost_rescan_ms = 10\n{batch}",
             page.display(),

@@ -110,7 +110,7 @@ fn an_lc_named_by_its_group_is_a_subtree_followed_across_recreation() {
     std::fs::write(
         &config,
         format!(
-            "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\npairs = \"0:1\"\nheartbeat_ms = 20\n\
+            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\nheartbeat_ms = 20\n\
              [metrics]\nlisten = \"\"\n\
              [lc]\ncgroup = \"{}\"\nliveness_ms = 20\nlost_rescan_ms = 10\nrescan_ms = 200\n\
              [[batch]]\nname = \"spin\"\nmode = \"idle\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n",
@@ -193,7 +193,7 @@ fn a_knob_its_owner_wrote_over_is_written_again() {
     std::fs::write(
         &config,
         format!(
-            "page = \"{}\"\nstate_file = \"{}\"\nundelegated = \"root\"\npairs = \"0:1\"\nheartbeat_ms = 20\n\
+            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\nheartbeat_ms = 20\n\
              [metrics]\nlisten = \"\"\n[signal]\npriority = 0\n\
              [lc]\ncomm = \"nobody-runs-this\"\nrescan_ms = 100\n\
              [[batch]]\nname = \"b\"\nmode = \"idle\"\nidle_method = \"cpu_idle\"\ncgroup = \"{name}\"\n",

@@ -8,13 +8,13 @@ use crate::bench::spec::{LadderSpec, Restart, Variant};
 use anyhow::Context;
 use elfen_cmd::proc::SchedClass;
 use elfen_trace::lcline::LcLineTap;
-use elfen_trace::load::{LoadPlan, drive};
+use elfen_trace::load::{LoadPlan, LoadResult, drive};
 use elfen_trace::overhead::OverheadReport;
-use elfen_trace::record::EndReason;
+use elfen_trace::record::{EndReason, TraceRecord};
 use elfen_trace::recorder::{Options, Recorder};
-use elfen_trace::report::StudyParams;
+use elfen_trace::report::{StudyParams, TraceReport};
 use elfen_trace::target::{Target, TargetSpec};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -78,19 +78,59 @@ pub(super) fn trace_step(
         .with_context(|| format!("ladder step {k}: starting the service"))?;
     let pid = reps.pid(0).context("the traced replica")?;
     let target = Target::resolve(TargetSpec::Pid(pid))?;
+    let tap = lc_tap(&reps, &target, k)?;
+    if !on.iter().any(|h| h == "cold-start") {
+        jit_quiet(pid, c.stop);
+    }
+    let rec = start_recorder(target, tap, k)?;
+    nap(Duration::from_secs_f64(l.trace.idle_s), c.stop);
+    let plan = step_load(c, l, k, &reps);
+    let load = drive(reps.addrs[0], &plan, c.stop);
+    let record = rec.finish(
+        EndReason::Duration,
+        format!("elfen proxy bench: ladder step {k} ({})", v.args),
+    )?;
+    drop(reps);
+    let load = load?;
+    anyhow::ensure!(
+        !c.stop.load(Ordering::Relaxed),
+        "interrupted while tracing ladder step {k}"
+    );
+    let path = PathBuf::from(format!("{}-step{k}-trace.json", c.out_prefix.display()));
+    let studied = study_step(c, l, k, on, &record, &load, &path)?;
+    let q = |x: f64| load.hist.value_at_quantile(x) as f64 / 1e6;
+    let trace = StepTrace {
+        ranked_at_pct: studied.ranked_at_pct,
+        ranking_report: studied.ranking_path.display().to_string(),
+        report: path.display().to_string(),
+        requests: studied.report.requests,
+        studied: studied.report.slow.len(),
+        p99_ms: q(0.99),
+        max_ms: load.hist.max() as f64 / 1e6,
+        duration_s: record.duration_ns() as f64 / 1e9,
+        records: record.events.len() as u64,
+        lost: record.counts.lost,
+    };
+    Ok((studied.ranking, trace))
+}
+
+/// The traced replica's LC line, once the service has published its LC
+/// thread there (up to 30 s).
+fn lc_tap(reps: &Replicas, target: &Target, k: usize) -> anyhow::Result<LcLineTap> {
     let t = Instant::now();
-    let tap = loop {
+    loop {
         match LcLineTap::open(reps.page.path(), Some(0), &target.tgids) {
-            Ok(tap) if tap.lc_tid() != 0 => break tap,
+            Ok(tap) if tap.lc_tid() != 0 => return Ok(tap),
             _ if t.elapsed() > Duration::from_secs(30) => {
                 anyhow::bail!("ladder step {k}: the service published no LC thread in 30 s")
             }
             _ => std::thread::sleep(Duration::from_millis(20)),
         }
-    };
-    if !on.iter().any(|h| h == "cold-start") {
-        jit_quiet(pid, c.stop);
     }
+}
+
+/// Starts `elfen trace` on `target`, saying which signals it cannot record.
+fn start_recorder(target: Target, tap: LcLineTap, k: usize) -> anyhow::Result<Recorder> {
     // the LC line read every 50 µs by a real-time poller: a busy side CPU
     // (a cold JVM's compiler) cannot starve it
     let opts = Options {
@@ -112,13 +152,18 @@ pub(super) fn trace_step(
             );
         }
     }
-    nap(Duration::from_secs_f64(l.trace.idle_s), c.stop);
+    Ok(rec)
+}
+
+/// The load of step `k`: the ladder's trace rate (or the bench's), on the
+/// traced replica's side CPUs, with ids apart from the bench's.
+fn step_load(c: &Ctx, l: &LadderSpec, k: usize, reps: &Replicas) -> LoadPlan {
     let rps = if l.trace.rps > 0.0 {
         l.trace.rps
     } else {
         c.spec.load.rps
     };
-    let plan = LoadPlan {
+    LoadPlan {
         rps,
         duration: Duration::from_secs_f64(l.trace.duration_s),
         drain: Duration::from_secs(3),
@@ -127,19 +172,34 @@ pub(super) fn trace_step(
         id_base: 1_000_000,
         cpus: reps.side_cpus(0),
         sched: sched_for_clients(),
-    };
-    let load = drive(reps.addrs[0], &plan, c.stop);
-    let record = rec.finish(
-        EndReason::Duration,
-        format!("elfen proxy bench: ladder step {k} ({})", v.args),
-    )?;
-    drop(reps);
-    let load = load?;
-    anyhow::ensure!(
-        !c.stop.load(Ordering::Relaxed),
-        "interrupted while tracing ladder step {k}"
-    );
-    let path = PathBuf::from(format!("{}-step{k}-trace.json", c.out_prefix.display()));
+    }
+}
+
+/// What the studies of one step's trace gave.
+struct Studied {
+    /// The study at the configured percentile.
+    report: TraceReport,
+    /// The ranking of the first study that named a removable hazard (or
+    /// of the deepest).
+    ranking: Vec<HazardRank>,
+    /// That study's percentile.
+    ranked_at_pct: f64,
+    /// Where its report was saved.
+    ranking_path: PathBuf,
+}
+
+/// Studies the trace at the configured percentile (saved at `path`, with
+/// its text, its Perfetto events if asked, and its head printed), then
+/// deeper while no removable hazard is named (each saved beside it).
+fn study_step(
+    c: &Ctx,
+    l: &LadderSpec,
+    k: usize,
+    on: &[String],
+    record: &TraceRecord,
+    load: &LoadResult,
+    path: &Path,
+) -> anyhow::Result<Studied> {
     let pcts = study_pcts(l.trace.above_pct, load.spans.len() as u64);
     let mut first = None;
     let mut ranked = None;
@@ -148,9 +208,9 @@ pub(super) fn trace_step(
             above_pct: pct,
             ..StudyParams::default()
         };
-        let report = elfen_trace::study::study(&record, &load.spans, params);
+        let report = elfen_trace::study::study(record, &load.spans, params);
         let at = if i == 0 {
-            path.clone()
+            path.to_path_buf()
         } else {
             PathBuf::from(format!(
                 "{}-step{k}-trace-p{pct}.json",
@@ -162,7 +222,7 @@ pub(super) fn trace_step(
         let _ = std::fs::write(at.with_extension("txt"), &text);
         if i == 0 {
             if l.trace.perfetto {
-                let events = elfen_trace::render::perfetto::events(&record, &load.spans, &report);
+                let events = elfen_trace::render::perfetto::events(record, &load.spans, &report);
                 elfen_trace::render::perfetto::write(
                     &path.with_extension("perfetto.json"),
                     &events,
@@ -195,20 +255,12 @@ pub(super) fn trace_step(
     }
     let report = first.expect("studied at least once");
     let (ranking, ranked_at_pct, ranking_path) = ranked.expect("ranked");
-    let q = |x: f64| load.hist.value_at_quantile(x) as f64 / 1e6;
-    let trace = StepTrace {
+    Ok(Studied {
+        report,
+        ranking,
         ranked_at_pct,
-        ranking_report: ranking_path.display().to_string(),
-        report: path.display().to_string(),
-        requests: report.requests,
-        studied: report.slow.len(),
-        p99_ms: q(0.99),
-        max_ms: load.hist.max() as f64 / 1e6,
-        duration_s: record.duration_ns() as f64 / 1e9,
-        records: record.events.len() as u64,
-        lost: record.counts.lost,
-    };
-    Ok((ranking, trace))
+        ranking_path,
+    })
 }
 
 /// `elfen trace overhead` on one replica of the service with every hazard
