@@ -284,14 +284,35 @@ fn every_configuration_runs_against_lucene(_: &Path) -> Outcome {
     if !daemon_modes_ok("every_configuration_runs_against_lucene/kernel signal") {
         return Outcome::Ran;
     }
-    let mut a = args(dir.path());
-    a.lc = Some("lucene".into());
-    a.lc_signal = Some("bpf".into());
-    a.configs = Some("guard,freeze,blind_isolation,borrow_idle".into());
-    a.rps = Some("200".into());
-    a.json = Some(dir.path().join("bpf/bench.json"));
-    Command::Bench(a).run().unwrap();
-    let f = ResultFile::load(&dir.path().join("bpf/bench.json")).unwrap();
+    // The JVM can stall for about a second when its dispatchers, at the
+    // harness's real-time priority, spin beside a SCHED_OTHER VM thread
+    // that must end a safepoint (see the trace crate's hazards test): a
+    // run whose points lost requests runs once more, saying so.
+    let bpf_run = |name: &str| {
+        let mut a = args(dir.path());
+        a.lc = Some("lucene".into());
+        a.lc_signal = Some("bpf".into());
+        a.configs = Some("guard,freeze,blind_isolation,borrow_idle".into());
+        a.rps = Some("200".into());
+        a.json = Some(dir.path().join(name).join("bench.json"));
+        Command::Bench(a).run().unwrap();
+        ResultFile::load(&dir.path().join(name).join("bench.json")).unwrap()
+    };
+    let mut f = bpf_run("bpf");
+    let lost = |f: &ResultFile| {
+        f.points
+            .iter()
+            .filter(|p| p.reps[0].requests == 0 || p.reps[0].errors > 0)
+            .map(|p| format!("{} ({} errors)", p.config, p.reps[0].errors))
+            .collect::<Vec<_>>()
+    };
+    if !lost(&f).is_empty() {
+        println!(
+            "  the kernel-signal run lost requests at {:?}; once more",
+            lost(&f)
+        );
+        f = bpf_run("bpf-again");
+    }
     let run = f.run.as_ref().unwrap();
     assert!(
         run.lc.service.contains("--lc-signal none"),
