@@ -251,22 +251,17 @@ fn owned_tree(ex: &mut Executor, name: &str) -> (Group, std::path::PathBuf, Reap
 }
 
 /// The tree's processes still running, after waiting up to 5 s for them to
-/// end: a killed process counts as ended once it is gone or a zombie (its
-/// parent, or init for the orphans, reaps it when it next runs — late on a
-/// loaded or emulated machine).
+/// end (`pid_alive`: a zombie counts as ended) — a killed process leaves a
+/// loaded or emulated machine's process table late.
 fn all_dead(reap: &Reap) -> Vec<u32> {
-    let running = |p: u32| {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, rest)| rest.trim_start().to_owned())
-            })
-            .is_some_and(|rest| !rest.starts_with('Z'))
-    };
     let t = std::time::Instant::now();
     loop {
-        let left: Vec<u32> = reap.0.iter().copied().filter(|&p| running(p)).collect();
+        let left: Vec<u32> = reap
+            .0
+            .iter()
+            .copied()
+            .filter(|&p| elfen_cmd::proc::pid_alive(p))
+            .collect();
         if left.is_empty() || t.elapsed() > Duration::from_secs(5) {
             return left;
         }
