@@ -8,54 +8,26 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const CHILD_ENV: &str = "ELFEN_BPF_TEST_CHILD";
-
-/// Not a test: the body of the child process (re-executed test binary).
-/// Pinned to the CPU named in the environment, it alternates ~2 ms of
-/// spinning with ~2 ms of sleep, for at most 30 s.
-#[test]
-fn child_main() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    if spec == "probe" {
-        // run as an unprivileged user by not_root_probe_names_the_reason
-        let p = probe();
-        println!(
-            "PROBE loadable={} reason={:?}",
-            p.loadable(),
-            p.reason().map(|e| e.to_string())
-        );
-        return;
-    }
-    let cpu: u32 = spec.parse().expect("cpu number");
-    elfen_topo::pin_current_thread(cpu).expect("pin the child");
-    let end = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < end {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(2) {
-            std::hint::spin_loop();
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
+/// The child process: `elfen-bpf-test-child CPU` alternates ~2 ms of
+/// spinning with ~2 ms of sleep pinned to CPU; `… probe` prints what
+/// probe() says for it.
+const CHILD: &str = env!("CARGO_BIN_EXE_elfen-bpf-test-child");
 
 /// The child process; killed (by its pid) and reaped on drop.
 struct ChildGuard(Child);
 
 impl ChildGuard {
-    fn spawn(env: &str, uid: Option<u32>) -> std::io::Result<ChildGuard> {
-        ChildGuard::spawn_exe(&std::env::current_exe()?, env, uid)
+    fn spawn(arg: &str, uid: Option<u32>) -> std::io::Result<ChildGuard> {
+        ChildGuard::spawn_exe(std::path::Path::new(CHILD), arg, uid)
     }
 
     fn spawn_exe(
         exe: &std::path::Path,
-        env: &str,
+        arg: &str,
         uid: Option<u32>,
     ) -> std::io::Result<ChildGuard> {
         let mut cmd = Command::new(exe);
-        cmd.args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, env)
+        cmd.arg(arg)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -289,14 +261,14 @@ fn not_root_probe_names_the_reason() {
         return;
     }
     // As root: run the probe in a child process as user nobody, from a
-    // copy of this binary that user can reach (the build directory may not
-    // be).
+    // copy of the child binary that user can reach (the build directory may
+    // not be).
     use std::os::unix::fs::PermissionsExt;
     let nobody = 65534;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = dir.path().join("probe-as-nobody");
-    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::copy(CHILD, &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut c = ChildGuard::spawn_exe(&exe, "probe", Some(nobody))
         .unwrap_or_else(|e| panic!("cannot run {} as uid {nobody}: {e}", exe.display()));
@@ -451,7 +423,7 @@ fn bpf_watches_a_cgroup_subtree() {
     }
     let Some(v2) = cgroup2_mount() else {
         elfen_cmd::skip::skip(
-            elfen_cmd::skip::Need::CgroupV2("tree".into()),
+            elfen_cmd::skip::Need::CgroupV2Tree,
             "no cgroup2 file system is mounted",
         );
         return;

@@ -418,10 +418,10 @@ fn check_flag_exits_0_or_78_naming_the_field() {
 /// without `cpu.idle` (a kernel before 5.15) is still refused.
 #[test]
 fn cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!(
-            "skipped cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller: needs root (a command in a group of its own)"
+    if !elfen_cmd::skip::Need::Root.present() {
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Root,
+            "a command in a group of its own",
         );
         return;
     }

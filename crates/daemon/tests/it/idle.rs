@@ -10,7 +10,7 @@
 //!   creates or adopts for a yielding mode is idle as a whole (`cpu.idle`,
 //!   its own top group included), or at the minimum weight where
 //!   `cpu.idle` is not offered — said in the plan's notes;
-//! - live (root, BPF, cgroup v1; skipped with the reason otherwise): an LC
+//! - live (root, BPF, the cgroup hierarchy; a skip recorded otherwise): an LC
 //!   thread of this test that wakes every 2 ms and an `idle`-mode CPU
 //!   spinner the daemon starts share cpu 0; the LC's wake-to-run latency
 //!   p99 with the spinner running stays near its p99 with the spinner
@@ -56,8 +56,9 @@ fn idle_command(method: &str) -> String {
 #[test]
 fn idle_groups_yield_as_a_whole_in_the_plan() {
     if !elfen_daemon::plan::is_root() {
-        println!(
-            "skipped idle_groups_yield_as_a_whole_in_the_plan: modes other than cooperative need root"
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Root,
+            "modes other than cooperative need root",
         );
         return;
     }
