@@ -304,15 +304,27 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
     );
 
     // The LC's wake-to-run latency with the spinner running and with it
-    // stopped (wake_series). A second series runs when the first misses the bound (said): one
-    // burst of other work on a shared machine can tip the medians; a batch
-    // that is not idle misses it in both.
-    let within = |with: u64, alone: u64| with <= (3 * alone).max(alone + 1_000_000);
-    let (mut p_with, mut p_alone) = wake_series(pid);
-    if !within(p_with, p_alone) {
-        println!("  beyond the bound: a second series");
-        (p_with, p_alone) = wake_series(pid);
-    }
+    // stopped (wake_series): p99 with it at most 3x alone or alone + 1 ms
+    // (medians over windows), the bound stretched by the slack in the VM
+    // test bed. One burst of other work on a shared machine can tip the
+    // medians, so the series may run once more (elfen_cmd::rerun: counted
+    // in the test log); a batch that is not idle misses the bound in both.
+    let (p_with, p_alone) = elfen_cmd::rerun::once_more(
+        "one burst of other work on a shared machine can tip a series' medians",
+        || {
+            let (with, alone) = wake_series(pid);
+            assert_timing(
+                with as f64 / 1e3,
+                Bound::AtMost((3 * alone).max(alone + 1_000_000) as f64 / 1e3),
+                format_args!(
+                    "the LC's wake-up p99 with the idle batch running, µs (alone {:.0} µs; \
+                     medians over windows; bound 3x alone or alone + 1 ms)",
+                    alone as f64 / 1e3
+                ),
+            );
+            (with, alone)
+        },
+    );
 
     // A busy LC: the spinner gets next to none of the CPU (at the LC's
     // priority it would get about half).
@@ -340,16 +352,10 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
             g.display()
         );
     }
-    // a latency: asserted on the host, reported in the VM test bed (under
-    // emulation a vCPU's wake-up waits for the host's scheduler too)
-    assert_timing(
-        within(p_with, p_alone),
-        format_args!(
-            "the idle batch's effect on the LC's wake-ups: p99 {:.0} µs with it vs {:.0} µs \
-             alone (medians over windows; bound 3x or +1 ms)",
-            p_with as f64 / 1e3,
-            p_alone as f64 / 1e3
-        ),
+    println!(
+        "the idle batch's effect on the LC's wake-ups: p99 {:.0} µs with it vs {:.0} µs alone",
+        p_with as f64 / 1e3,
+        p_alone as f64 / 1e3
     );
     assert!(
         spin_ns < 50_000_000,

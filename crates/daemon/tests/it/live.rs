@@ -228,17 +228,18 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     // says busy, and the batch spinner runs little then (without a guard it
     // would run all the time; the kernel's RT throttling lets it have
     // ~5 %). How much of the lane they get is a matter of speed (wake-ups
-    // on that lane take their share first): reported only under emulation,
-    // where they take many times longer.
+    // on that lane take their share first): under emulation, where they
+    // take many times longer, the share asked for is divided by the slack.
     assert!(
         guard_ns > 0.0,
         "the guard or the writer ran on the batch lane: {diag}"
     );
     assert_timing(
-        guard_ns >= 0.8 * line_ns,
-        format!(
-            "the guard or the writer occupied the batch lane for 80 % of the time the line said \
-             busy: {diag}"
+        guard_ns / line_ns,
+        Bound::AtLeast(0.8),
+        format_args!(
+            "the share of the time the line said busy that the guard or the writer occupied \
+             the batch lane ({diag})"
         ),
     );
     assert!(
@@ -465,19 +466,28 @@ fn a_budget_policy_delays_the_guard_as_it_delays_a_nap() {
     };
     let (occ1, n1) = sample(5 * k, 70 * k);
     println!("within the budget: occupied in {occ1}/{n1} samples");
-    // how many samples fall in the window is a matter of speed (the
-    // sampler's 2 ms sleeps, how late it noticed the busy period)
+    // The finding below needs samples of the LC busy: with none, "never
+    // occupied" says nothing, and a broken budget would pass. How many fall
+    // in the window is a matter of speed (the sampler's 2 ms sleeps, how
+    // late it noticed the busy period): at least 5 on the host, fewer (but
+    // one) under emulation.
+    let noticed = format!(
+        "the busy period noticed {:.1} ms after it began",
+        since as f64 / 1e6
+    );
+    assert!(
+        n1 >= 1,
+        "the sampler saw the LC busy in the budget window at least once ({noticed}):\n{}",
+        d.output()
+    );
     assert_timing(
-        n1 >= 5,
-        format_args!(
-            "the LC was busy in {n1} samples of the budget window (at least 5 wanted; the busy \
-             period noticed {:.1} ms after it began)",
-            since as f64 / 1e6
-        ),
+        f64::from(n1),
+        Bound::AtLeast(5.0),
+        format_args!("samples of the LC busy in the budget window ({noticed})"),
     );
     assert_eq!(
         occ1, 0,
-        "within the budget the guard leaves the lane to the batch"
+        "within the budget the guard leaves the lane to the batch ({n1} samples of the LC busy)"
     );
     // After the budget both CPUs run SCHED_FIFO (LC and guard) and this
     // thread hardly runs: the daemon's own account says how long the
