@@ -187,6 +187,18 @@ fn passes_failures_and_timeouts_are_told_apart() {
         "skipped elfen-daemon-7/spin: the group is gone\ntest result:",
     );
     assert_eq!(Case::new(&report, "").classify(0).0, "pass");
+    // a timing check's line is the pass's note, wherever it landed
+    let timed = format!(
+        "\nrunning 1 test\ntest {TEST} ... timing: wake-ups: 25.0000, at least 3.0000 (VM under TCG, \
+         slack 10): holds\nok\n\ntest result: ok. 1 passed; 0 failed\n"
+    );
+    assert_eq!(
+        Case::new(&timed, "").classify(0),
+        (
+            "pass".into(),
+            "timing: wake-ups: 25.0000, at least 3.0000 (VM under TCG, slack 10): holds".into()
+        )
+    );
     let panicked = format!(
         "\nrunning 1 test\ntest {TEST} ... \nthread '{TEST}' panicked at crates/x.rs:1:2:\n\
          the guard occupied 10 % of the window\nFAILED\n\ntest result: FAILED. 0 passed; 1 failed\n"

@@ -46,7 +46,7 @@ notes() {
   if [ "$kind" = scenario ]; then
     grep -E '^note: ' "$out" | sed 's/^note: //' | paste -sd';' -
   else
-    grep -E -m3 '^timing: ' "$out" | paste -sd';' -
+    grep -E -m3 '^(test [^ ]+ \.\.\. )?timing: ' "$out" | sed -E 's/^test [^ ]+ \.\.\. //' | paste -sd';' -
   fi
 }
 
