@@ -65,7 +65,7 @@ while IFS=$'\t' read -r suite test status secs note; do
     skip-runnable)
       skip=$((skip + 1)) runnable=$((runnable + 1))
       mark="SKIP!"
-      note="skipped, but it could have run here: $note"
+      note="skipped, but it could have run here (or cannot be judged): $note"
       bad=1
       skips+="  $mark $suite $test: $note"$'\n'
       ;;

@@ -165,18 +165,44 @@ pub enum Bound {
     AtLeast(f64),
     /// The figure (a time) is at most this; multiplied by [`slack`] here.
     AtMost(f64),
+    /// The figure (a time) is at most `ratio` times `reference`, a time
+    /// measured side by side with it in the same run (speed hits both
+    /// alike: the ratio is not stretched), or at most `reference` plus
+    /// `plus` (an absolute margin, multiplied by [`slack`] here).
+    NearReference {
+        /// The time measured beside the figure.
+        reference: f64,
+        /// How many times it the figure may be.
+        ratio: f64,
+        /// How much more than it the figure may be.
+        plus: f64,
+    },
 }
 
 /// A check of a figure that speed decides, asserted everywhere: on the
 /// host with `bound` as it is, in the VM test bed with the bound stretched
-/// by [`slack`] (so that emulation's slowness is not a failure, while a
-/// behaviour that is absent still is). Prints `timing: …` with the figure,
+/// by [`slack`] as [`Bound`] says (so that emulation's slowness is not a
+/// failure, while a behaviour that is absent still is). Prints `timing: …` with the figure,
 /// the bound used and the slack (the VM test bed keeps it as the note).
 pub fn assert_timing(figure: f64, bound: Bound, what: impl std::fmt::Display) {
     let k = f64::from(slack());
     let (ok, used) = match bound {
         Bound::AtLeast(b) => (figure >= b / k, format!("at least {:.4}", b / k)),
         Bound::AtMost(b) => (figure <= b * k, format!("at most {:.4}", b * k)),
+        Bound::NearReference {
+            reference,
+            ratio,
+            plus,
+        } => {
+            let b = (ratio * reference).max(reference + plus * k);
+            (
+                figure <= b,
+                format!(
+                    "at most {b:.4} ({ratio}x {reference:.4}, or it + {:.4})",
+                    plus * k
+                ),
+            )
+        }
     };
     let place = match std::env::var("ELFEN_VM") {
         Ok(vm) => format!("VM under {}, slack {k}", vm.to_uppercase()),
