@@ -144,7 +144,7 @@ impl Daemon {
                 batch.extend(ex.procs(&g.group).unwrap_or_default());
             }
         }
-        match self.unseen.tick(&self.page, &lc, &batch)? {
+        match self.unseen.tick(&self.page, w.slots(), &lc, &batch)? {
             Verdict::Unseen(msg) => {
                 let n = self.unseen.windows();
                 if self.health.lc_unseen().is_none() || n % UNSEEN_REPEAT == 0 {

@@ -3,9 +3,11 @@
 //! its request lanes showed: the CPU time of the adopted LC processes
 //! (`/proc/<pid>/stat`), the CPU time of the batch groups' processes, and
 //! the LC lines of the request lanes on the page (a begin, a completed
-//! request, a lane busy now). When the LC used CPU and so did batch work,
-//! but not one LC busy period was seen on a request lane, nothing stepped
-//! aside for the service: the daemon says so at WARN, names where the LC's
+//! request, a lane busy now) — and, where blind isolation follows the LC
+//! on every CPU, the busy periods the signal source counted on those CPUs.
+//! When the LC used CPU and so did batch work, but not one LC busy period
+//! was seen where a protection acts on it, nothing stepped aside for the
+//! service: the daemon says so at WARN, names where the LC's
 //! threads ran, and keeps saying it in the health record (`elfen status`)
 //! and the metric `elfen_lc_unseen` until a busy period is seen again.
 //!
@@ -14,6 +16,7 @@
 //! not the ones adopted.
 
 use crate::lc::procs::{boot_ticks_now, read_stat};
+use elfen_bpf::SlotReader;
 use elfen_shm::Page;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -88,10 +91,16 @@ impl CpuOf {
 }
 
 /// What the request lanes' LC lines show: begins and completed requests
-/// summed, and whether one is busy now.
-fn lanes_mark(page: &Page, lanes: &[u32]) -> (u64, bool) {
+/// summed, and whether one is busy now; with the busy periods the source
+/// counted on the CPUs `also`, and whether one runs the LC now.
+fn lanes_mark(page: &Page, lanes: &[u32], slots: &SlotReader, also: &[u32]) -> (u64, bool) {
     let mut sum = 0u64;
     let mut busy = false;
+    for &c in also {
+        let Ok(s) = slots.snapshot(c) else { continue };
+        busy |= s.lc();
+        sum = sum.wrapping_add(s.lc_periods);
+    }
     for &l in lanes {
         let Ok(lc) = page.lc(l) else { continue };
         let s = lc.state.load(std::sync::atomic::Ordering::Acquire);
@@ -128,6 +137,8 @@ pub struct UnseenCheck {
     window: Duration,
     /// The request lanes: page lane, CPU.
     lanes: Vec<(u32, u32)>,
+    /// CPUs whose busy periods count besides (blind isolation's).
+    also: Vec<u32>,
     started: Option<Instant>,
     mark: (u64, bool),
     lc: CpuOf,
@@ -153,6 +164,7 @@ impl UnseenCheck {
         UnseenCheck {
             window,
             lanes,
+            also: Vec::new(),
             started: None,
             mark: (0, false),
             lc: CpuOf::default(),
@@ -160,6 +172,12 @@ impl UnseenCheck {
             now: None,
             windows: 0,
         }
+    }
+
+    /// Busy periods on `cpus` count too (blind isolation follows the LC on
+    /// them, through the writer's bells).
+    pub fn count_also(&mut self, cpus: Vec<u32>) {
+        self.also = cpus;
     }
 
     /// The warning in force (`None`: the LC was seen, or not judged yet).
@@ -180,13 +198,19 @@ impl UnseenCheck {
 
     /// Judges the window that ends now, if one is due: `lc` the adopted LC
     /// processes, `batch` the batch groups' processes.
-    pub fn tick(&mut self, page: &Page, lc: &[u32], batch: &[u32]) -> Option<Verdict> {
+    pub fn tick(
+        &mut self,
+        page: &Page,
+        slots: &SlotReader,
+        lc: &[u32],
+        batch: &[u32],
+    ) -> Option<Verdict> {
         let now = Instant::now();
         let lanes: Vec<u32> = self.lanes.iter().map(|&(l, _)| l).collect();
         let Some(t0) = self.started else {
             // the first window starts here
             self.started = Some(now);
-            self.mark = lanes_mark(page, &lanes);
+            self.mark = lanes_mark(page, &lanes, slots, &self.also);
             self.lc.since_last(lc);
             self.batch.since_last(batch);
             return None;
@@ -194,7 +218,7 @@ impl UnseenCheck {
         if now.saturating_duration_since(t0) < self.window {
             return None;
         }
-        let mark = lanes_mark(page, &lanes);
+        let mark = lanes_mark(page, &lanes, slots, &self.also);
         let w = Window {
             secs: now.saturating_duration_since(t0).as_secs_f64(),
             lc_cpu_ms: self.lc.since_last(lc),
@@ -205,13 +229,21 @@ impl UnseenCheck {
         self.started = Some(now);
         if w.unseen() {
             self.windows += 1;
-            let cpus: Vec<u32> = self.lanes.iter().map(|&(_, c)| c).collect();
+            let mut cpus: Vec<u32> = self.lanes.iter().map(|&(_, c)| c).collect();
+            cpus.extend(&self.also);
+            cpus.sort_unstable();
+            cpus.dedup();
+            let where_ = if self.also.is_empty() {
+                "on its request lanes"
+            } else {
+                "on its request lanes or where blind isolation follows it"
+            };
             let msg = format!(
                 "the LC service used {:.0} ms of CPU in the last {:.1} s and batch work {:.0} ms, \
-                 but no LC busy period was seen on its request lanes (CPU {}): nothing stepped \
-                 aside for it. Its threads last ran on CPU {} (pid {}). The request lanes \
-                 (pairs) must be the CPUs the service runs on, and the processes serving its \
-                 requests must be the ones adopted",
+                 but no LC busy period was seen {where_} (CPU {}): nothing stepped aside for it. \
+                 Its threads last ran on CPU {} (pid {}). The request lanes (pairs) must be the \
+                 CPUs the service runs on, and the processes serving its requests must be the \
+                 ones adopted",
                 w.lc_cpu_ms,
                 w.secs,
                 w.batch_cpu_ms,

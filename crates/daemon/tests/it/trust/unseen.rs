@@ -119,3 +119,65 @@ fn an_lc_its_request_lanes_never_see_is_said_until_it_is_seen() {
         "said at once, again only once a minute: {warns}"
     );
 }
+
+/// The same LC off its request lane, but a `blind` group: blind isolation
+/// follows the LC on every CPU, so its busy periods on cpu 1 are seen and
+/// nothing is said — although the LC and the batch used CPU and the
+/// request lane never showed the LC busy (what makes the first test warn).
+#[test]
+fn an_lc_blind_isolation_follows_off_its_request_lanes_is_seen() {
+    let Some(()) = live_ok("an_lc_blind_isolation_follows_off_its_request_lanes_is_seen") else {
+        return;
+    };
+    let _one = serial();
+    let name = unique("b");
+    let name = name[name.len() - 15..].to_string();
+    let s = setup(
+        &format!("{name}\"\nunseen_window_ms = 1000 #"),
+        "",
+        &format!(
+            "[[batch]]\nname = \"spin\"\nmode = \"blind\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
+        ),
+    );
+    let lc = lc_helper(
+        &name,
+        &[
+            "--cpu=1",
+            "--busy-us=500",
+            "--idle-min-us=500",
+            "--idle-max-us=1500",
+        ],
+    );
+    let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
+    d.wait_for("running", Duration::from_secs(10));
+    d.wait_for(
+        &format!("LC service found: pid {}", lc.pid()),
+        Duration::from_secs(5),
+    );
+    let (_, spinner) = crate::live::daemon_spinner(&d, "spin");
+    let ticks = elfen_cmd::proc::process_ticks;
+    let (lc0, batch0) = (ticks(lc.pid()), ticks(spinner));
+    // three windows
+    std::thread::sleep(patient(Duration::from_millis(3500)));
+    let m = scrape(&metrics_addr(&d));
+    let hz = elfen_cmd::proc::ticks_per_s();
+    let lc_ms = (ticks(lc.pid()) - lc0) as f64 * 1000.0 / hz;
+    let batch_ms = (ticks(spinner) - batch0) as f64 * 1000.0 / hz;
+    let p = elfen_ops::status::attach(&s.page).expect("the daemon's page");
+    let lane0 = elfen_ops::status::PageStatus::read(&p, 1000.0)
+        .unwrap()
+        .lanes[0]
+        .lc
+        .clone();
+    assert!(
+        lc_ms > 100.0 && batch_ms > 100.0 && lane0.begins == 0 && lane0.requests == 0,
+        "the case the first test warns of: the LC {lc_ms:.0} ms and the batch {batch_ms:.0} \
+         ms of CPU, the request lane never busy ({lane0:?})"
+    );
+    assert_eq!(sample(&m, "elfen_lc_unseen"), Some(0.0), "{m}");
+    let status = d
+        .stop_with(libc::SIGTERM, Duration::from_secs(15))
+        .expect("exits");
+    assert!(status.success(), "{}", d.output());
+    assert!(!d.output().contains("LC UNSEEN"), "{}", d.output());
+}
