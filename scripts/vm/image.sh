@@ -97,11 +97,12 @@ build() {
   printf '127.0.0.1 localhost\n127.0.1.1 elfen-vm\n' >"$stage/etc/hosts"
   mkdir -p "$stage/mnt/elfen"
   # Nothing that competes with the tests or waits for a network the guest has
-  # not: no gettys, timers or time sync.
+  # not: no gettys, timers or time sync, no web server (nginx is there for a
+  # test that starts its own).
   local u
   for u in serial-getty@ttyS0.service getty@tty1.service apt-daily.timer \
     apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer dpkg-db-backup.timer \
-    systemd-timesyncd.service; do
+    systemd-timesyncd.service nginx.service; do
     ln -sf /dev/null "$stage/etc/systemd/system/$u"
   done
   dpkg-query --admindir="$stage/var/lib/dpkg" -W -f '${Package} ${Version}\n' >"$out/packages.txt"

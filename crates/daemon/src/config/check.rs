@@ -151,6 +151,7 @@ impl Config {
             ("lc.liveness_ms", lc.liveness_ms),
             ("lc.rescan_ms", lc.rescan_ms),
             ("lc.lost_rescan_ms", lc.lost_rescan_ms),
+            ("lc.unseen_window_ms", lc.unseen_window_ms),
         ] {
             if v == 0 {
                 return Err(ConfigError::new(f, "must be at least 1"));

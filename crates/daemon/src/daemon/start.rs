@@ -26,6 +26,7 @@ impl Daemon {
         let (bells, all_cpus) = Bells::wire(&plan, may_guard)?;
         let hold = writer_hold(&plan, may_guard).map(Arc::new);
         let opts = writer_options(&plan, tx, bells.writer, bells.cpu, &all_cpus, hold.clone());
+        self.unseen.count_also(opts.extra_cpus.clone());
         let lanes: Vec<(u32, u32)> = plan.request_lanes.iter().map(|r| (r.cpu, r.lane)).collect();
         let writer = LcWriter::spawn(Arc::clone(&self.page), &lanes, plan.lc.clone(), opts)?;
         let costs = self.knob_costs(&plan, &writer);
