@@ -13,9 +13,10 @@
 //! without one of them it records a skip (`elfen_cmd::skip`). A hazard this machine
 //! cannot produce (huge pages off) is skipped with its reason; every case
 //! prints its figures. The request's path is shielded from the machine's
-//! other tenants (the worker and the client real-time, the dispatchers at
-//! nice −20), so what is left to find is the service's own doing; a case
-//! runs once.
+//! other tenants (the worker and the client real-time, the server in an
+//! autogroup of its own at nice −20 with its dispatchers at nice −20 in
+//! it), so what is left to find is the service's own doing; a case runs
+//! once.
 //!
 //! `cargo test -p elfen-trace --test hazards [-- NAME]` (`harness = false`).
 
@@ -243,41 +244,61 @@ struct Server {
 
 impl Server {
     fn start(hazards: &str, port: u16, page: &Path) -> Server {
-        let mut child = std::process::Command::new(lucene::launcher())
-            .args([
-                "serve",
-                "--port",
-                &port.to_string(),
-                "--cpu",
-                "0",
-                "--side-cpus",
-                "1",
-                "--lc-signal",
-                "api",
-                "--page",
-                &page.display().to_string(),
-                "--lane",
-                "0",
-                "--copies",
-                "1",
-                // the acceptor and dispatchers at nice -20, as the harness
-                // runs them: ahead of other tenants' normal work on their
-                // CPU (at nice 0 a dispatcher waited 126 ms for a CPU while
-                // another tenant's compiler ran, and that, not the hazard,
-                // made the slow requests), yet not real-time: a real-time
-                // dispatcher spinning for a monitor kept the JVM's VM
-                // thread, normal on the same CPU, from ending a safepoint
-                // until real-time throttling stopped it (~0.94 s stalls,
-                // seen in these traces)
-                "--side-nice",
-                "-20",
-                "--hazards",
-                hazards,
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(lucene::launcher());
+        cmd.args([
+            "serve",
+            "--port",
+            &port.to_string(),
+            "--cpu",
+            "0",
+            "--side-cpus",
+            "1",
+            "--lc-signal",
+            "api",
+            "--page",
+            &page.display().to_string(),
+            "--lane",
+            "0",
+            "--copies",
+            "1",
+            // the acceptor and dispatchers at nice -20, as the harness
+            // runs them, in the server's autogroup at nice -20 (below):
+            // ahead of other tenants' normal work on their CPU (at nice 0
+            // a dispatcher waited 126 ms for a CPU while another tenant's
+            // compiler ran, and that, not the hazard, made the slow
+            // requests), yet not real-time: a real-time
+            // dispatcher spinning for a monitor kept the JVM's VM
+            // thread, normal on the same CPU, from ending a safepoint
+            // until real-time throttling stopped it (~0.94 s stalls,
+            // seen in these traces)
+            "--side-nice",
+            "-20",
+            "--hazards",
+            hazards,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+        // A session of its own, so an autogroup of its own
+        // (/proc/sys/kernel/sched_autogroup_enabled): a thread's nice ranks
+        // it only within its autogroup, and every other tenant's session
+        // (a build, a VM) weighs as much as the whole JVM. At autogroup nice
+        // -20 the JVM's normal threads — the dispatchers, its JIT and VM
+        // thread — are ahead of other tenants' normal work, still in the
+        // fair class; the autogroup ends with the server's session.
+        // SAFETY: setsid is async-signal-safe; nothing else runs in the
+        // child before exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let autogroup = format!("/proc/{}/autogroup", child.id());
+        if std::path::Path::new(&autogroup).exists() {
+            std::fs::write(&autogroup, "-20").expect("the server's autogroup at nice -20 (root)");
+        }
         let err = child.stderr.take().unwrap();
         let stderr = std::thread::spawn(move || {
             let mut s = String::new();
