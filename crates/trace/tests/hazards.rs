@@ -16,7 +16,10 @@
 //! other tenants (the client real-time on the batch lane, the server in an
 //! autogroup of its own at nice −10 with its dispatchers at nice −10 in
 //! it, none of the JVM real-time), so what is left to find is the
-//! service's own doing; a case runs once.
+//! service's own doing. A case runs once — unless its check fails and the
+//! study names other tenants of the machine (preempting the request's path,
+//! or holding its dispatch off a CPU) as the top cause of at least half of
+//! its slow requests: then once more, said, and the second must pass.
 //!
 //! `cargo test -p elfen-trace --test hazards [-- NAME]` (`harness = false`).
 
@@ -125,7 +128,20 @@ fn main() {
             println!("test {test} ... skipped");
             continue;
         }
-        run_case(case, dir.path());
+        if let Err(noise) = run_case(case, dir.path()) {
+            // The study itself named other tenants of the machine as what
+            // made most of the slow requests slow: the machine's noise, not
+            // the service's, and not this test's to judge. Once more, said.
+            // TODO(ran twice): record this in `elfen_cmd::skip`'s "ran
+            // twice" record once it exists, so the test command counts it.
+            println!("    hazard_{}: {noise}; once more", case.name);
+            if let Err(again) = run_case(case, dir.path()) {
+                panic!(
+                    "hazard_{}: swamped by the machine's other tenants twice: {noise}; then {again}",
+                    case.name
+                );
+            }
+        }
         ran += 1;
         println!("test hazard_{} ... ok", case.name);
     }
@@ -425,15 +441,19 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Runs one case and checks what the study found.
-fn run_case(case: &Case, dir: &Path) {
+/// Runs one case and checks what the study found. A failed check
+/// panics — unless other tenants of the machine made most of the slow
+/// requests slow (as the study names them: [`swamped`]), then it returns
+/// that, in words.
+fn run_case(case: &Case, dir: &Path) -> Result<(), String> {
     let page_path: PathBuf = dir.join(format!("page-{}", case.name));
     let mut spec = PageSpec::for_pairs(&[(0, vec![1])], elfen_shm::layout::policy::UNMANAGED, 0);
     spec.clock = Some(elfen_shm::Clock::MONOTONIC);
     let page = Page::create(&page_path, &spec).unwrap();
     let port = free_port();
     let mut server = Server::start(case.hazards, port, &page_path);
-    let target = Target::resolve(TargetSpec::Pid(server.pid())).unwrap();
+    let target_pid = server.pid();
+    let target = Target::resolve(TargetSpec::Pid(target_pid)).unwrap();
     // the LC thread attaches when the worker starts: wait for it
     let t = Instant::now();
     let tap = loop {
@@ -549,7 +569,39 @@ fn run_case(case: &Case, dir: &Path) {
         load.spans.len(),
         record.poller
     );
-    check(case, &report, &record);
+    let own = [std::process::id(), target_pid];
+    let foreign = swamped(&report, &own);
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check(case, &report, &record)
+    }));
+    match checked {
+        Ok(()) => Ok(()),
+        Err(_) if 2 * foreign.len() >= report.slow.len() && !foreign.is_empty() => Err(format!(
+            "{} of the {} slow requests were made slow by other tenants ({})",
+            foreign.len(),
+            report.slow.len(),
+            foreign.join(", ")
+        )),
+        Err(e) => std::panic::resume_unwind(e),
+    }
+}
+
+/// The slow requests another tenant of the machine made slow, each as
+/// "who (what)": their top cause is a preemption or a dispatch wait (time
+/// the request's path spent off a CPU it wanted) and a thread it names
+/// belongs to none of `own` (the service, this test). Work beside the
+/// request (a batch co-run) does not count: it need not have delayed it.
+fn swamped(r: &TraceReport, own: &[u32]) -> Vec<String> {
+    let foreign_kinds = [CauseKind::Preemption, CauseKind::Dispatch];
+    r.slow
+        .iter()
+        .filter_map(|q| {
+            let top = q.top.filter(|k| foreign_kinds.contains(k))?;
+            let c = q.causes.iter().find(|c| c.kind == top)?;
+            let who = c.who.iter().find(|w| w.tid != 0 && !own.contains(&w.pid))?;
+            Some(format!("{} ({top:?})", who.comm))
+        })
+        .collect()
 }
 
 fn check(case: &Case, r: &TraceReport, rec: &elfen_trace::record::TraceRecord) {
