@@ -157,6 +157,84 @@ fn bpf_sees_a_watched_child_busy_and_idle() {
     );
 }
 
+/// A thread of ours at SCHED_FIFO on the watched child's CPU, woken every
+/// 500 µs for 300 ms: its preemptions of the child are idle edges (events
+/// that name it as the task switched in) until it is made quiet, then none.
+#[test]
+fn a_quiet_threads_switches_are_no_transitions() {
+    let cpu = test_cpu();
+    let Some(mut src) = bpf_or_skip(&Options {
+        watched_cpus: Some(vec![cpu]),
+        ..Options::default()
+    }) else {
+        return;
+    };
+    let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    src.watch_tgid(child.pid()).unwrap();
+    // the preempting thread: its tid, then one run of wake-ups per request
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let waker = std::thread::spawn(move || {
+        elfen_topo::pin_current_thread(cpu).unwrap();
+        let fifo = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sets the calling thread's policy; a valid param.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) };
+        tid_tx.send((elfen_cmd::proc::gettid(), rc == 0)).unwrap();
+        while go_rx.recv().unwrap_or(false) {
+            let end = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < end {
+                std::thread::sleep(Duration::from_micros(500));
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
+            }
+            done_tx.send(()).unwrap();
+        }
+    });
+    let (tid, fifo) = tid_rx.recv().unwrap();
+    assert!(fifo, "SCHED_FIFO for the waker (BPF runs as root)");
+    // the idle edges naming the waker during one run of it
+    let edges_by_waker = |src: &mut SchedSource| {
+        src.wait_events(Duration::ZERO, |_| {}).unwrap();
+        go_tx.send(true).unwrap();
+        let mut n = 0usize;
+        loop {
+            src.wait_events(Duration::from_millis(20), |e| {
+                n += usize::from(e.cpu == cpu && !e.busy && e.tid == tid);
+            })
+            .unwrap();
+            if done_rx.try_recv().is_ok() {
+                break;
+            }
+        }
+        src.wait_events(Duration::from_millis(20), |e| {
+            n += usize::from(e.cpu == cpu && !e.busy && e.tid == tid);
+        })
+        .unwrap();
+        n
+    };
+    let loud = edges_by_waker(&mut src);
+    src.set_quiet_tids(&[tid]).unwrap();
+    let quiet = edges_by_waker(&mut src);
+    go_tx.send(false).unwrap();
+    waker.join().unwrap();
+    println!("idle edges naming the waker: {loud} before it was quiet, {quiet} after");
+    assert!(
+        loud > 0,
+        "the waker preempted the child (else the check says nothing)"
+    );
+    assert_eq!(quiet, 0, "a quiet thread's switches are no transitions");
+    // too many quiet threads: refused, naming the limit
+    let many: Vec<u32> = (1..=elfen_bpf::contract::MAX_QUIET_TIDS + 1).collect();
+    let e = src.set_quiet_tids(&many).unwrap_err().to_string();
+    assert!(
+        e.contains(&elfen_bpf::contract::MAX_QUIET_TIDS.to_string()),
+        "{e}"
+    );
+}
+
 #[test]
 fn poll_fallback_sees_a_watched_child_busy_and_idle() {
     let cpu = test_cpu();

@@ -170,6 +170,22 @@ impl Config {
                 ),
             ));
         }
+        if !(100..=1_000_000).contains(&self.guard.spin_max_us) {
+            return Err(ConfigError::new(
+                "guard.spin_max_us",
+                format!(
+                    "{} is not in 100..=1000000: the bound on a real-time spin per busy period \
+                     (longer would let the kernel's own throttling decide)",
+                    self.guard.spin_max_us
+                ),
+            ));
+        }
+        if !(1..=100).contains(&self.guard.spin_share_pct) {
+            return Err(ConfigError::new(
+                "guard.spin_share_pct",
+                format!("{} is not a share in 1..=100", self.guard.spin_share_pct),
+            ));
+        }
         if let Some(p) = self.signal.priority {
             if p > 99 {
                 return Err(ConfigError::new(

@@ -106,7 +106,7 @@ pub(crate) fn lc_bursts(
 }
 
 /// Whether the LC line says busy now.
-fn lc_busy_now(l: &elfen_shm::LcLine) -> bool {
+pub(crate) fn lc_busy_now(l: &elfen_shm::LcLine) -> bool {
     elfen_shm::state::busy(l.state.load(Acquire))
 }
 
@@ -120,7 +120,8 @@ pub(crate) fn scrape(addr: &str) -> String {
     out
 }
 
-fn cpu_ns(pid: u32, tid: u32) -> u64 {
+/// The on-CPU time of thread `tid` of process `pid` so far, ns.
+pub(crate) fn cpu_ns(pid: u32, tid: u32) -> u64 {
     thread_schedstat(pid, tid).map_or(0, |s| s.on_cpu_ns)
 }
 
@@ -651,10 +652,11 @@ fn kill_switch_toggled_pauses_and_releases_the_batch() {
             "round {round}: spinner {:.1} % while off; ran again after on: {ran}",
             paused * 100.0
         );
-        // The kernel's real-time throttling (sched_rt_runtime_us, 95 % of
-        // each second by default) lets the SCHED_IDLE spinner run while a
-        // guard has spun for most of a second: up to ~50 ms in a 300 ms
-        // window; without the guard it would get about all of it.
+        // The guard holds the paused lane at SCHED_FIFO within its bound
+        // (10 ms), then at SCHED_OTHER: the lane's normal tasks get their
+        // share, the SCHED_IDLE spinner what the fair class leaves an idle
+        // task beside a running normal one (a fraction of a per cent);
+        // without the guard it would get about all of it.
         assert!(
             paused < 0.25,
             "round {round}: the guard holds the lane while the switch is off ({paused:.3})"
