@@ -285,3 +285,46 @@ fn share_below_counts_the_straddling_bucket_in_proportion() {
         None
     );
 }
+
+#[test]
+fn open_verdicts_are_the_straddling_loads_below_the_cap() {
+    let f = file(vec![
+        point_of(Config::LcAlone, None, 100.0, &[1.0; 5], 0.2),
+        point_of(Config::LcAlone, None, 200.0, &[1.0; 5], 0.3),
+        // straddles at 100 with 3 rounds: open, room for more
+        point_of(Config::Naive, Some("stream"), 100.0, &[0.9, 1.3, 1.0], 1.0),
+        // concluded at 200 (HURT): not open
+        point_of(Config::Naive, Some("stream"), 200.0, &[2.0, 2.1, 1.9], 1.0),
+        // straddles at 200 with 5 rounds: at a cap of 5
+        point_of(
+            Config::BorrowIdle,
+            Some("stream"),
+            200.0,
+            &[0.9, 1.3, 1.0, 1.2, 0.95],
+            1.0,
+        ),
+        // kept: not open
+        point_of(Config::BorrowIdle, Some("stream"), 100.0, &[1.0; 3], 1.0),
+    ]);
+    let prot = protection(&f, 0.10, Some(200.0));
+    // naive is HURT at 200: its straddling 100 decides nothing more
+    let (open, capped) = open_verdicts(&prot, 5);
+    assert!(open.is_empty(), "{open:?}");
+    assert_eq!(capped.len(), 1, "{capped:?}");
+    assert_eq!(
+        (capped[0].key.config, capped[0].rps, capped[0].rounds),
+        (Config::BorrowIdle, 200.0, 5)
+    );
+    // a higher cap leaves it open
+    let (open, capped) = open_verdicts(&prot, 6);
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert!(capped.is_empty());
+    // loads above the knee are not judged: up to 100 rps naive is open
+    // (nothing HURT there) and borrow idle kept
+    let (open, _) = open_verdicts(&protection(&f, 0.10, Some(150.0)), 6);
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(
+        (open[0].key.config, open[0].rps, open[0].rounds),
+        (Config::Naive, 100.0, 3)
+    );
+}
