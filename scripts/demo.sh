@@ -6,9 +6,11 @@
 # rounds a point and 3 minutes in all) — then print the side-by-side tables,
 # the verdicts, the report's path and, last, the run's conclusion in words.
 #
-# Time on a 2-vCPU VM: about 7-10 minutes from a fresh clone (the release
-# build 3 of them; the sweep 4-5, plus up to 3 for added rounds); a second
-# run skips the build. Extra arguments go to `elfen bench` (see
+# Its time budget on a quiet 2-vCPU VM: 10 minutes from a fresh clone — the
+# sweep's first rounds within 5 (a target the run judges), the added rounds
+# within 3 (their cap), the release build the rest; a second run skips the
+# build, and a machine busy with other work takes longer (the run says how
+# busy it was). Extra arguments go to `elfen bench` (see
 # `target/release/elfen bench --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
