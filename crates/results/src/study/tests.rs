@@ -328,3 +328,71 @@ fn open_verdicts_are_the_straddling_loads_below_the_cap() {
         (Config::Naive, 100.0, 3)
     );
 }
+
+#[test]
+fn the_conclusion_compares_what_steps_aside_with_sched_idle() {
+    use conclusion::{Versus, conclusion, steps_aside};
+    let progress = |mut p: Point, x: f64| {
+        for r in &mut p.reps {
+            r.batch_progress = Some(x);
+        }
+        p.summary = Summary::of(&p.reps, None);
+        p
+    };
+    let f = |idle: &[f64], idle_progress: f64| {
+        file(vec![
+            point_of(Config::LcAlone, None, 100.0, &[1.0; 3], 0.2),
+            progress(
+                point_of(Config::SchedIdle, Some("stream"), 100.0, idle, 1.5),
+                idle_progress,
+            ),
+            progress(
+                point_of(
+                    Config::BorrowIdle,
+                    Some("stream"),
+                    100.0,
+                    &[1.0, 0.98, 1.02],
+                    0.9,
+                ),
+                0.7,
+            ),
+            progress(
+                point_of(Config::Naive, Some("stream"), 100.0, &[3.0; 3], 1.6),
+                0.9,
+            ),
+        ])
+    };
+    let versus_of = |f: &ResultFile| conclusion(f, 0.10).batches[0].versus.clone();
+    // SCHED_IDLE kept p99 too and made more progress
+    let c = conclusion(&f(&[1.0; 3], 1.6), 0.10);
+    let b = &c.batches[0];
+    assert_eq!(b.batch, "stream");
+    assert_eq!(b.sched_idle.as_ref().unwrap().verdict, Verdict::Kept);
+    assert_eq!(
+        b.versus.len(),
+        1,
+        "naive does not step aside: {:?}",
+        b.versus
+    );
+    assert_eq!(b.versus[0].1, Versus::IdleAsGoodMoreProgress);
+    let bi = b
+        .showings
+        .iter()
+        .find(|s| s.key.config == Config::BorrowIdle)
+        .unwrap();
+    assert_eq!(bi.progress_mid, Some(0.7));
+    assert_eq!(bi.rounds, 3);
+    // less progress for SCHED_IDLE: borrow idle made more
+    assert_eq!(
+        versus_of(&f(&[1.0; 3], 0.5))[0].1,
+        Versus::BothKeptThisMoreProgress
+    );
+    // SCHED_IDLE hurt p99: only borrow idle kept it
+    assert_eq!(versus_of(&f(&[1.5; 3], 1.6))[0].1, Versus::OnlyThisKept);
+    // SCHED_IDLE open: no comparison claimed
+    assert_eq!(versus_of(&f(&[0.9, 1.4, 1.0], 1.6))[0].1, Versus::Open);
+    assert!(steps_aside(Config::Guard) && steps_aside(Config::FixedBudget));
+    assert!(!steps_aside(Config::Cpuset) && !steps_aside(Config::SchedIdle));
+    // the file says nothing of the lanes' cores here
+    assert_eq!(c.batch_shares_core, None);
+}
