@@ -46,31 +46,9 @@ pub struct KnobContext {
     pub offered: Offered,
 }
 
-/// Why `knob` cannot run here, or `None` when it can.
-pub fn not_offered(knob: Knob, offered: &Offered) -> Option<String> {
-    if knob == Knob::Resctrl {
-        if !offered.cat.offered && !offered.mba.offered {
-            return Some(format!(
-                "not offered here: {}; {}",
-                offered.cat.detail, offered.mba.detail
-            ));
-        }
-        return Some(
-            "resctrl is offered here, but elfen daemon has no resctrl knob: not run".into(),
-        );
-    }
-    if knob == Knob::DynamicRefresh {
-        if !offered.counters.offered {
-            return Some(format!(
-                "{} (without counters dynamic refresh runs as refresh budget)",
-                offered.counters.detail
-            ));
-        }
-        return Some(
-            "needs [policy] ref_ipc, the LC's IPC alone, which advise does not measure: not run"
-                .into(),
-        );
-    }
+/// Why no knob can run here (every knob runs the daemon, which needs
+/// root), or `None` when they can.
+pub fn not_offered(offered: &Offered) -> Option<String> {
     if !offered.root {
         return Some("needs root (the daemon changes cgroups and scheduling classes)".into());
     }
@@ -95,9 +73,6 @@ pub fn config_for(
         Knob::BorrowIdle => (Mode::Cooperative, PolicyKind::BorrowIdle),
         Knob::FixedBudget => (Mode::Cooperative, PolicyKind::FixedBudget),
         Knob::RefreshBudget => (Mode::Cooperative, PolicyKind::RefreshBudget),
-        Knob::DynamicRefresh => (Mode::Cooperative, PolicyKind::DynamicRefresh),
-        // never run (not_offered)
-        Knob::Resctrl => (Mode::Idle, PolicyKind::BorrowIdle),
     };
     let budget = matches!(
         policy,
@@ -512,9 +487,6 @@ mod tests {
         let units = Units::new().unwrap();
         let addr: SocketAddr = "127.0.0.1:9999".parse().unwrap();
         for k in Knob::ALL {
-            if k == Knob::Resctrl {
-                continue;
-            }
             let c = config_for(
                 k,
                 &cx(&dir),
@@ -557,22 +529,8 @@ mod tests {
     #[test]
     fn knobs_this_machine_cannot_run_say_why() {
         let o = offered(true);
-        assert!(
-            not_offered(Knob::Resctrl, &o)
-                .unwrap()
-                .contains("not offered here")
-        );
-        let why = not_offered(Knob::DynamicRefresh, &o).unwrap();
-        assert!(
-            why.contains("no counters") && why.contains("refresh budget"),
-            "{why}"
-        );
-        assert_eq!(not_offered(Knob::Guard, &o), None);
-        assert!(
-            not_offered(Knob::Guard, &offered(false))
-                .unwrap()
-                .contains("root")
-        );
+        assert_eq!(not_offered(&o), None);
+        assert!(not_offered(&offered(false)).unwrap().contains("root"));
     }
 
     #[test]

@@ -109,22 +109,16 @@ pub enum Probe {
     /// A memory streamer (Stream) at SCHED_IDLE on the partner lane: cache
     /// and memory bandwidth, not CPU time.
     StreamPartner,
-    /// Hardware counters read during the streamer (LLC misses, IPC).
-    Counters,
-    /// resctrl memory bandwidth monitoring during the streamer.
-    Mbm,
 }
 
 impl Probe {
     /// Every probe, in the order they run (least harmful first).
-    pub const ALL: [Probe; 7] = [
+    pub const ALL: [Probe; 5] = [
         Probe::HogIdlePartner,
         Probe::HogPartner,
         Probe::StreamPartner,
         Probe::HogIdleOwn,
         Probe::HogOwn,
-        Probe::Counters,
-        Probe::Mbm,
     ];
 
     /// The name on the command line and in the table.
@@ -135,8 +129,6 @@ impl Probe {
             Probe::HogOwn => "hog_own",
             Probe::HogIdleOwn => "hog_idle_own",
             Probe::StreamPartner => "stream_partner",
-            Probe::Counters => "counters",
-            Probe::Mbm => "mbm",
         }
     }
 
@@ -148,8 +140,6 @@ impl Probe {
             Probe::HogOwn => "compute hog (Matrix) at the LC's priority on the LC's lane",
             Probe::HogIdleOwn => "compute hog (Matrix) at SCHED_IDLE on the LC's lane",
             Probe::StreamPartner => "memory streamer (Stream) at SCHED_IDLE on the partner lane",
-            Probe::Counters => "hardware counters (LLC misses, IPC) during the streamer",
-            Probe::Mbm => "resctrl memory bandwidth monitoring during the streamer",
         }
     }
 
@@ -158,7 +148,7 @@ impl Probe {
         match self {
             Probe::HogOwn | Probe::HogIdleOwn => Resource::CpuOwnLane,
             Probe::HogPartner | Probe::HogIdlePartner => Resource::CpuPartnerLane,
-            Probe::StreamPartner | Probe::Counters | Probe::Mbm => Resource::CacheMemory,
+            Probe::StreamPartner => Resource::CacheMemory,
         }
     }
 }
@@ -227,15 +217,11 @@ pub enum Knob {
     FixedBudget,
     /// Cooperative, refresh budget.
     RefreshBudget,
-    /// Cooperative, dynamic refresh (needs hardware counters).
-    DynamicRefresh,
-    /// Cache allocation / memory bandwidth allocation through resctrl.
-    Resctrl,
 }
 
 impl Knob {
     /// Every knob, in the order they run.
-    pub const ALL: [Knob; 10] = [
+    pub const ALL: [Knob; 8] = [
         Knob::Idle,
         Knob::Guard,
         Knob::Blind,
@@ -244,8 +230,6 @@ impl Knob {
         Knob::BorrowIdle,
         Knob::FixedBudget,
         Knob::RefreshBudget,
-        Knob::DynamicRefresh,
-        Knob::Resctrl,
     ];
 
     /// The name on the command line and in the table.
@@ -259,8 +243,6 @@ impl Knob {
             Knob::BorrowIdle => "borrow_idle",
             Knob::FixedBudget => "fixed_budget",
             Knob::RefreshBudget => "refresh_budget",
-            Knob::DynamicRefresh => "dynamic_refresh",
-            Knob::Resctrl => "resctrl",
         }
     }
 
@@ -275,10 +257,6 @@ impl Knob {
             Knob::BorrowIdle => "mode cooperative, policy borrow_idle (instrumented kernel)",
             Knob::FixedBudget => "mode cooperative, policy fixed_budget (instrumented kernel)",
             Knob::RefreshBudget => "mode cooperative, policy refresh_budget (instrumented kernel)",
-            Knob::DynamicRefresh => {
-                "mode cooperative, policy dynamic_refresh (instrumented kernel)"
-            }
-            Knob::Resctrl => "resctrl cache / memory bandwidth allocation (CAT / MBA)",
         }
     }
 
@@ -286,7 +264,7 @@ impl Knob {
     pub fn cooperative(self) -> bool {
         matches!(
             self,
-            Knob::BorrowIdle | Knob::FixedBudget | Knob::RefreshBudget | Knob::DynamicRefresh
+            Knob::BorrowIdle | Knob::FixedBudget | Knob::RefreshBudget
         )
     }
 }

@@ -608,13 +608,6 @@ mod tests {
             probe_row(Probe::StreamPartner, Outcome::Measured, 0.40),
             probe_row(Probe::HogIdleOwn, Outcome::Measured, 0.08),
             probe_row(Probe::HogOwn, stopped, 0.5),
-            probe_row(
-                Probe::Counters,
-                Outcome::NotRun {
-                    reason: "no counters".into(),
-                },
-                9.0,
-            ),
         ];
         let s = sensitivity(&rows, 3.0);
         assert_eq!(s.len(), 3);
@@ -730,7 +723,7 @@ mod tests {
                 reason: "not offered here".into(),
             },
             verdict: Verdict::NotRun,
-            ..knob(Knob::Resctrl, 0.0, None, 0.0, 0.0)
+            ..knob(Knob::Blind, 0.0, None, 0.0, 0.0)
         };
         let (k, why) = recommend(&[not_run], 0.10, 1.0);
         assert_eq!(k, None);

@@ -204,12 +204,7 @@ fn advise_profiles_a_loaded_service_and_leaves_nothing_behind() {
                 assert!(w.batch.is_some(), "{}: its co-runner's work", p.name());
             }
             Outcome::NotRun { reason } => {
-                assert!(!reason.is_empty(), "{}", p.name());
-                assert!(
-                    matches!(p, Probe::Counters | Probe::Mbm),
-                    "{}: {reason}",
-                    p.name()
-                );
+                panic!("probe {} did not run: {reason}", p.name());
             }
         }
         assert!(stdout.contains(p.name()), "{} in the table", p.name());

@@ -257,7 +257,6 @@ pub fn advise(o: &Options, stop: &AtomicBool) -> anyhow::Result<AdviseResult> {
         stop,
         progress,
         notes,
-        offered: offered.clone(),
     };
     r.progress.show("the LC alone", true);
     let solo1 = match r.measure(&mut Nothing, None) {

@@ -217,19 +217,6 @@ fn run_probe(
         Probe::HogOwn => (KernelKind::Matrix, own, false),
         Probe::HogIdleOwn => (KernelKind::Matrix, own, true),
         Probe::StreamPartner => (KernelKind::Stream, partner, true),
-        Probe::Counters | Probe::Mbm => {
-            let a = if p == Probe::Counters {
-                r.offered.counters.clone()
-            } else {
-                r.offered.mbm.clone()
-            };
-            let reason = if a.offered {
-                format!("{}; advise does not read them yet (not built)", a.detail)
-            } else {
-                a.detail
-            };
-            return Ok(row(Outcome::NotRun { reason }, None));
-        }
     };
     let mut h = match Helper::spawn(helper, kernel, cpu, idle) {
         Ok(h) => h,
@@ -274,7 +261,7 @@ fn run_knob(
     cx: &KnobContext,
     reference: &Reference,
 ) -> Result<KnobRow, Abort> {
-    if let Some(why) = knob::not_offered(k, &cx.offered) {
+    if let Some(why) = knob::not_offered(&cx.offered) {
         return Ok(not_run(k, why));
     }
     let units = match Units::new() {

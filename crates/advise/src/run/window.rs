@@ -6,7 +6,7 @@ use super::Abort;
 use super::Options;
 use crate::latency::LatencyProbe;
 use crate::lc::{Counters, Lc};
-use crate::record::{Offered, Outcome, Reference, Window};
+use crate::record::{Outcome, Reference, Window};
 use crate::study;
 use elfen_cmd::progress::Progress;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +46,6 @@ pub(super) struct Runner<'a> {
     pub(super) stop: &'a AtomicBool,
     pub(super) progress: Progress,
     pub(super) notes: Vec<String>,
-    pub(super) offered: Offered,
 }
 
 impl Runner<'_> {
