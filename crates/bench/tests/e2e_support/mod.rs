@@ -195,8 +195,10 @@ pub type NamedTest<T> = (&'static str, fn(&T) -> Outcome);
 
 /// Runs the tests named in `tests` (all, or those whose name contains the
 /// first argument), printing each outcome and the counts: a skip is
-/// reported as one, not as a pass.
-pub fn run_tests<T: ?Sized>(tests: &[NamedTest<T>], arg: &T) {
+/// reported as one, not as a pass. Each runs on a thread named after it, as
+/// libtest's do, so what it records (`elfen_cmd::skip`, `elfen_cmd::rerun`)
+/// carries its name.
+pub fn run_tests<T: ?Sized + Sync>(tests: &[NamedTest<T>], arg: &T) {
     let t0 = std::time::Instant::now();
     let only = std::env::args().nth(1);
     let (mut passed, mut skipped) = (0, 0);
@@ -204,7 +206,15 @@ pub fn run_tests<T: ?Sized>(tests: &[NamedTest<T>], arg: &T) {
         if only.as_deref().is_some_and(|o| !name.contains(o)) {
             continue;
         }
-        match f(arg) {
+        let outcome = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name((*name).to_string())
+                .spawn_scoped(s, || f(arg))
+                .expect("a thread for the test")
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
+        match outcome {
             Outcome::Ran => {
                 passed += 1;
                 println!("test {name} ... ok");
