@@ -9,16 +9,19 @@
 #   scripts/vmtest.sh --rebuild-image      build the guest image again
 #   scripts/vmtest.sh --profile debug      the scenarios run target/debug/elfen
 #                                          (what `cargo test` built; scripts/test.sh)
+#   scripts/vmtest.sh --guest trixie       the guest profile (scripts/vm/profiles/NAME.sh):
+#                                          bookworm (default; Debian 12, kernel 6.1) or
+#                                          trixie (Debian 13, backports kernel 7.3 with sched_ext)
 #
 # On the host it builds the `elfen` binary the scenarios run (release, unless
 # --profile debug) and the workspace's test binaries (cargo: nothing to do when
 # scripts/test.sh has built them), takes the guest image from the cache
 # (scripts/vm/image.sh builds it the first time), puts the test binaries of
-# scripts/vm/tests.list, the scenarios and the guest script on a payload disk,
-# boots the guest (scripts/vm/boot.sh: KVM if it works, else TCG), reads the
-# results back from the disk and prints them. Exit status 1 on any failed test,
-# an unexpected skip (scripts/vm/expected-skips), a boot or run timeout, or
-# missing results.
+# the profile's tests lists (scripts/vm/tests.list, ...), the scenarios and the
+# guest script on a payload disk, boots the guest (scripts/vm/boot.sh: KVM if
+# it works, else TCG), reads the results back from the disk and prints them.
+# Exit status 1 on any failed test, an unexpected skip
+# (scripts/vm/expected-skips), a boot or run timeout, or missing results.
 #
 # A guest whose console stays quiet past ELFEN_VM_SILENCE_S (default 300 s) is
 # killed (what its vCPUs did is saved) and restarted to resume after its last
@@ -27,12 +30,13 @@
 # Environment: ELFEN_VM_CACHE (image cache), ELFEN_VM_MIRROR (Debian mirror),
 # ELFEN_VM_ACCEL (auto|kvm|tcg), ELFEN_VM_BOOT_TIMEOUT_S, ELFEN_VM_TIMEOUT_S,
 # ELFEN_VM_TEST_TIMEOUT_S (one test), ELFEN_VM_SLACK (the guest's time stretch),
-# ELFEN_VM_OUT (where the run's logs go; default target/vmtest).
+# ELFEN_VM_OUT (where the run's logs go; default target/vmtest), ELFEN_VM_GUEST
+# (the profile when --guest is not given).
 set -euo pipefail
 . "$(dirname "$0")/vm/lib.sh"
 cd "$REPO_DIR"
 
-select_re="" rebuild="" profile=release
+select_re="" rebuild="" profile=release guest="${ELFEN_VM_GUEST:-bookworm}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile)
@@ -40,12 +44,14 @@ while [ $# -gt 0 ]; do
       case "$profile" in debug | release) ;; *) die "--profile: debug or release, not $profile" ;; esac
       ;;
     --select) select_re="${2:?--select needs a regex}"; shift 2 ;;
+    --guest) guest="${2:?--guest needs a profile name}"; shift 2 ;;
     --rebuild-image) rebuild=--rebuild; shift ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed -e '/^set -e/d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
 
+vm_profile "$guest"
 t_start=$(now_s)
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
 out="${ELFEN_VM_OUT:-$REPO_DIR/target/vmtest}"
@@ -117,12 +123,12 @@ ship "$elfen_bin"
 while read -r pkg kind name filter; do
   case "$pkg" in '' | '#'*) continue ;; esac
   exe=$(awk -v p="$pkg" -v k="$kind" -v n="$name" '$1 == p && $2 == k && $3 == n { print $4 }' "$out/artifacts.txt" | tail -n1)
-  [ -n "$exe" ] || die "scripts/vm/tests.list: no built $kind target $name of $pkg (see $out/artifacts.txt)"
+  [ -n "$exe" ] || die "scripts/vm/ $VM_TESTS_LISTS: no built $kind target $name of $pkg (see $out/artifacts.txt)"
   ship "$exe"
   # the package's binaries (CARGO_BIN_EXE_* of its integration tests)
   awk -v p="$pkg" '$1 == p && $2 == "bin-exe" { print $4 }' "$out/artifacts.txt" | while read -r b; do ship "$b"; done
   printf '%s\t%s\t%s\n' "$pkg/$name" "$exe" "$filter" >>"$pay/tests.tsv"
-done < <(sed 's/#.*//' "$VM_DIR/tests.list")
+done < <(for l in $VM_TESTS_LISTS; do sed 's/#.*//' "$VM_DIR/$l"; done)
 {
   echo "ELFEN_BIN=$elfen_bin"
   echo "ELFEN_REPO=$REPO_DIR"
@@ -132,7 +138,16 @@ done < <(sed 's/#.*//' "$VM_DIR/tests.list")
   [ -z "${ELFEN_VM_SLACK:-}" ] || echo "ELFEN_VM_SLACK=$ELFEN_VM_SLACK"
 } >"$pay/env"
 
-image_dir=$(scripts/vm/image.sh $rebuild)
+image_dir=$(scripts/vm/image.sh --guest "$VM_PROFILE" $rebuild)
+# what the guest is, from its image: the kernel and the build options the
+# profiles rely on (the guest's run adds what it sees at run time: facts.txt)
+{
+  echo "profile $VM_PROFILE (Debian $VM_SUITE${VM_EXTRA_SUITES:+ + $VM_EXTRA_SUITES})"
+  echo "kernel_packages $VM_KERNEL_PACKAGES"
+  echo "kernel $(cat "$image_dir/kernel-release")"
+  cat "$image_dir/kernel-config.txt" 2>/dev/null
+} >"$out/guest.txt"
+say "guest: $(head -n3 "$out/guest.txt" | cut -d' ' -f2- | paste -sd';' -); $(grep -E 'CONFIG_(SCHED_CLASS_EXT|SCHED_SMT|DEBUG_INFO_BTF)' "$out/guest.txt" | paste -sd' ' -)"
 
 payload_mb=$(($(du -sm "$pay" | cut -f1) + 512))
 mkfs.ext4 -q -F -L elfen-payload -d "$pay" "$out/payload.img" "${payload_mb}M" >"$out/mkfs.err" 2>&1 ||
