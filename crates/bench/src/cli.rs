@@ -205,7 +205,7 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
             "external" => ServiceKind::External,
             "lucene" => {
                 let copies = crate::lc::lucene::copies_setting()?;
-                spec.lc = spec::LcSpec::lucene(copies, spec.generator_fifo_priority);
+                spec.lc = spec::LcSpec::lucene(copies);
                 ServiceKind::External
             }
             "redis" => {

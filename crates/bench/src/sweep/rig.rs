@@ -409,6 +409,8 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
             ..BlindSection::default()
         },
         policy: elfen_policy::PolicyConfig::simple(elfen_policy::PolicyKind::BorrowIdle),
+        // the daemon's default bound on real-time spinning
+        spin: GuardSection::default().spin_bound().0,
     };
     let env = Arc::new(Env::new(
         Arc::clone(&rig.page),
@@ -423,6 +425,7 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         knobs,
     ));
     env.own.add(writer.tid());
+    writer.quiet_threads(env.own.clone());
     env.refresh_hold(&Default::default());
     rig.kernel = Some(KernelSignal {
         writer,
