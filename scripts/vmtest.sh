@@ -158,6 +158,10 @@ image_dir=$(scripts/vm/image.sh --guest "$VM_PROFILE" $rebuild)
   cat "$image_dir/kernel-config.txt" 2>/dev/null
 } >"$out/guest.txt"
 say "guest: $(head -n3 "$out/guest.txt" | cut -d' ' -f2- | paste -sd';' -); $(grep -E 'CONFIG_(SCHED_CLASS_EXT|SCHED_SMT|DEBUG_INFO_BTF)' "$out/guest.txt" | paste -sd' ' -)"
+for c in $VM_KERNEL_CONFIG; do
+  grep -qx "$c" "$image_dir/kernel-config.txt" 2>/dev/null ||
+    die "the $VM_PROFILE guest's kernel $(cat "$image_dir/kernel-release") lacks $c (scripts/vm/profiles/$VM_PROFILE.sh: VM_KERNEL_CONFIG; $image_dir/kernel-config.txt)"
+done
 
 payload_mb=$(($(du -sm "$pay" | cut -f1) + 512))
 mkfs.ext4 -q -F -L elfen-payload -d "$pay" "$out/payload.img" "${payload_mb}M" >"$out/mkfs.err" 2>&1 ||

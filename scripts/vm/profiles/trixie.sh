@@ -17,3 +17,7 @@ VM_PACKAGES_LIST=packages-trixie.list
 VM_KERNEL_PACKAGES="linux-image-7.3.4+deb13-cloud-amd64 linux-base/trixie-backports"
 # everything the bookworm guest runs, and the sched_ext tests
 VM_TESTS_LISTS="tests.list tests-trixie.list"
+# the kernel's build options this guest is for (checked in the image's
+# kernel-config.txt before each boot: a kernel without them fails the run
+# rather than letting the sched_ext tests skip)
+VM_KERNEL_CONFIG="CONFIG_SCHED_CLASS_EXT=y CONFIG_DEBUG_INFO_BTF=y CONFIG_SCHED_SMT=y"
