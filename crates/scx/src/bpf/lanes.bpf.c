@@ -126,10 +126,10 @@ static __always_inline bool is_lc(struct task_struct *p)
 }
 
 /*
- * Claims an idle CPU where @p may run and batch may run, and kicks it so it
- * dispatches; starts the scan at the CPU after @from, so queued work spreads.
+ * Claims an idle CPU where @p may run and batch may run (its sibling runs no
+ * LC), scanning from the CPU after @from so queued work spreads; -1 if none.
  */
-static __always_inline void wake_open_idle_cpu(struct task_struct *p, s32 from)
+static __always_inline s32 claim_open_idle_cpu(struct task_struct *p, s32 from)
 {
 	u32 n = nr_cpus;
 	u32 i;
@@ -142,11 +142,10 @@ static __always_inline void wake_open_idle_cpu(struct task_struct *p, s32 from)
 		cpu = (s32)(((u32)from + i) % n);
 		if (!lane_open(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
-		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
-			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-			return;
-		}
+		if (scx_bpf_test_and_clear_cpu_idle(cpu))
+			return cpu;
 	}
+	return -1;
 }
 
 s32 BPF_STRUCT_OPS(elfen_lanes_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -155,11 +154,17 @@ s32 BPF_STRUCT_OPS(elfen_lanes_select_cpu, struct task_struct *p, s32 prev_cpu, 
 	s32 cpu;
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
-	if (is_idle && lane_open(cpu)) {
-		/* an idle CPU whose sibling runs no LC: run there now */
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
-		stat_inc(LANES_STAT_DIRECT);
+	if (!is_idle || !lane_open(cpu)) {
+		/* the kernel's choice is busy or held: another idle open CPU? */
+		s32 open = claim_open_idle_cpu(p, cpu);
+
+		if (open < 0)
+			return cpu; /* ops.enqueue queues it */
+		cpu = open;
 	}
+	/* an idle CPU whose sibling runs no LC: run there now */
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+	stat_inc(LANES_STAT_DIRECT);
 	return cpu;
 }
 
@@ -177,7 +182,9 @@ void BPF_STRUCT_OPS(elfen_lanes_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 	scx_bpf_dsq_insert(p, LANES_DSQ, slice_ns, enq_flags);
-	wake_open_idle_cpu(p, cpu);
+	cpu = claim_open_idle_cpu(p, cpu);
+	if (cpu >= 0)
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 }
 
 void BPF_STRUCT_OPS(elfen_lanes_dispatch, s32 cpu, struct task_struct *prev)
@@ -195,8 +202,14 @@ void BPF_STRUCT_OPS(elfen_lanes_running, struct task_struct *p)
 	s32 cpu = scx_bpf_task_cpu(p);
 	struct lanes_cpu *c = cpu_state(cpu);
 
+	/*
+	 * Store, then load the sibling's LC flag, the mirror of the
+	 * sched_switch program (store LC flag, load batch flag): both stores
+	 * are exchanges (full barriers), so at least one side sees the other
+	 * and either the kick is sent or this check catches it.
+	 */
 	if (c)
-		WRITE_ONCE(c->batch, 1);
+		__sync_lock_test_and_set(&c->batch, 1);
 	if (!lane_open(cpu)) {
 		/* queued here before the sibling's LC came: off at once */
 		stat_inc(LANES_STAT_RAN_HELD);
@@ -212,7 +225,7 @@ void BPF_STRUCT_OPS(elfen_lanes_stopping, struct task_struct *p, bool runnable)
 		WRITE_ONCE(c->batch, 0);
 }
 
-s32 BPF_STRUCT_OPS(elfen_lanes_init)
+s32 BPF_STRUCT_OPS_SLEEPABLE(elfen_lanes_init)
 {
 	return scx_bpf_create_dsq(LANES_DSQ, -1);
 }
@@ -247,7 +260,8 @@ int BPF_PROG(elfen_lanes_switch, bool preempt, struct task_struct *prev, struct 
 	lc = is_lc(next);
 	if (lc == (READ_ONCE(c->lc) != 0))
 		return 0;
-	WRITE_ONCE(c->lc, lc);
+	/* an exchange: a full barrier before the sibling's batch flag is read */
+	__sync_lock_test_and_set(&c->lc, lc);
 	sib = sibling(cpu);
 	sc = cpu_state(sib);
 	if (lc) {

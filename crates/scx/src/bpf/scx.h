@@ -21,11 +21,13 @@
 
 /* a sched_ext_ops callback: a struct_ops program with typed arguments */
 #define BPF_STRUCT_OPS(name, args...) SEC("struct_ops/" #name) BPF_PROG(name, ##args)
+/* one that may sleep (ops.init: scx_bpf_create_dsq allocates) */
+#define BPF_STRUCT_OPS_SLEEPABLE(name, args...) SEC("struct_ops.s/" #name) BPF_PROG(name, ##args)
 
 #define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
 
-/* v6.12: a user DSQ; -1 node: any */
+/* v6.12: a user DSQ; -1 node: any (sleepable: from ops.init) */
 s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __ksym;
 /* v6.12: the default idle-CPU choice at wake-up; *is_idle: the CPU was idle and is now claimed */
 s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
