@@ -50,8 +50,10 @@ pub mod kernel;
 mod scheduler;
 #[doc(hidden)]
 pub mod skel;
+mod verify;
 
 pub use contract::{ExitInfo, Stats};
 pub use error::ScxError;
 pub use kernel::{KernelState, SCHED_EXT};
 pub use scheduler::{Lc, Options, Scheduler, Siblings, State, Unloaded, load, sibling_table};
+pub use verify::{PROGRAMS, ProgramCheck, verify_programs};

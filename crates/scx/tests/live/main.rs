@@ -39,6 +39,18 @@ fn slack() -> u32 {
         .unwrap_or(1)
 }
 
+/// A speed figure: asserted, except under emulation (`ELFEN_VM=tcg`, the
+/// VM test bed's TCG guest, where every time is about ten times the host's
+/// and vCPUs wait for the host's scheduler), where it is printed as
+/// `timing not asserted: …` (the bed shows it beside the result).
+fn assert_timing(ok: bool, what: &str) {
+    if std::env::var("ELFEN_VM").is_ok_and(|v| v == "tcg") {
+        println!("timing not asserted: VM under TCG: {what}");
+    } else {
+        assert!(ok, "{what}");
+    }
+}
+
 fn spin_until(end: Instant) {
     while Instant::now() < end {
         std::hint::spin_loop();
@@ -118,17 +130,19 @@ impl ChildGuard {
         self.0.id()
     }
 
-    /// The next line the child prints that starts with one of `prefixes`.
-    fn line_starting(&mut self, prefixes: &[&str]) -> String {
+    /// The rest of the next line the child prints that holds one of
+    /// `marks`, from the mark on (libtest prints `test child_main ... `
+    /// before the child's first line).
+    fn line_with(&mut self, marks: &[&str]) -> String {
         let out = self.0.stdout.as_mut().expect("piped stdout");
         let mut reader = std::io::BufReader::new(out);
         let mut line = String::new();
         loop {
             line.clear();
             let n = reader.read_line(&mut line).unwrap();
-            assert!(n > 0, "the child ended before printing {prefixes:?}");
-            if prefixes.iter().any(|p| line.starts_with(p)) {
-                return line.trim().to_string();
+            assert!(n > 0, "the child ended before printing {marks:?}");
+            if let Some(i) = marks.iter().filter_map(|m| line.find(m)).min() {
+                return line[i..].trim().to_string();
             }
         }
     }
@@ -224,15 +238,23 @@ fn wait_state(want: &str, limit: Duration) -> kernel::KernelState {
     }
 }
 
-/// A task's run time so far (`/proc/PID/schedstat`, first field, ns).
+/// A process's run time so far, all its threads (`/proc/PID/task/*/schedstat`,
+/// first field, ns). The spinning thread of a child is libtest's test
+/// thread, not the process's first one.
 fn run_ns(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+    kernel::threads(pid)
         .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(format!("/proc/{pid}/task/{t}/schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The threads of these processes (what the tracer sees run).
+fn tids(pids: &[u32]) -> HashSet<u32> {
+    pids.iter()
+        .flat_map(|&p| kernel::threads(p).unwrap())
+        .collect()
 }
 
 /// What the tracer saw in one window.
@@ -253,13 +275,12 @@ struct Window {
 fn measure(
     tracer: &Tracer,
     cpus: &Cpus,
-    lc: u32,
+    lc: &HashSet<u32>,
     batch: &HashSet<u32>,
     window: Duration,
 ) -> Window {
     let t = tracer.record(window).expect("the trace");
-    let lc_set: HashSet<u32> = [lc].into();
-    let lc_on_a = t.running(cpus.a, &lc_set);
+    let lc_on_a = t.running(cpus.a, lc);
     let batch_on_a = t.running(cpus.a, batch);
     let batch_on_b = t.running(cpus.b, batch);
     let lc_ns = total(&lc_on_a);
@@ -290,6 +311,28 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
+/// Each program alone passes this kernel's verifier (a refusal names its
+/// program and shows its own log).
+#[test]
+fn every_program_passes_the_verifier() {
+    if live_or_skip().is_none() {
+        return;
+    }
+    let checks = elfen_scx::verify_programs().unwrap();
+    let mut refused = Vec::new();
+    for c in &checks {
+        match &c.result {
+            Ok(()) => println!("{:>12}: accepted", c.program),
+            Err(e) => {
+                println!("{:>12}: REFUSED: {e}", c.program);
+                refused.push(c.program);
+            }
+        }
+    }
+    assert_eq!(checks.len(), elfen_scx::PROGRAMS.len());
+    assert!(refused.is_empty(), "refused by the verifier: {refused:?}");
+}
+
 /// The lane rule: with the scheduler, batch is off B while the LC runs on
 /// A; with plain SCHED_IDLE it is not. Both windows are measured in one
 /// run, side by side, by the kernel's own sched_switch events.
@@ -305,41 +348,40 @@ fn lane_rule_keeps_batch_off_the_lc_sibling() {
     let batch: Vec<ChildGuard> = (0..2)
         .map(|_| ChildGuard::spawn(&format!("batch:{pair}")))
         .collect();
-    for b in &batch {
-        kernel::set_policy(b.pid(), libc::SCHED_IDLE).unwrap();
-    }
-    let batch_set: HashSet<u32> = batch.iter().map(ChildGuard::pid).collect();
+    let batch_pids: Vec<u32> = batch.iter().map(ChildGuard::pid).collect();
     let lc = ChildGuard::spawn(&format!("lc:{}:{LC_BUSY_MS}:{LC_IDLE_MS}", cpus.a));
     let tracer = Tracer::new(&format!("elfen-scx-{}", std::process::id())).unwrap();
     let window = Duration::from_secs(4);
     std::thread::sleep(Duration::from_millis(300)); // the children settle
+    let batch_set = tids(&batch_pids);
+    let lc_set = tids(&[lc.pid()]);
+    for &t in &batch_set {
+        kernel::set_policy(t, libc::SCHED_IDLE).unwrap();
+    }
 
     // plain SCHED_IDLE: the kernel keeps batch off A while the LC runs
     // there, not off its sibling
-    let idle = measure(&tracer, &cpus, lc.pid(), &batch_set, window);
+    let idle = measure(&tracer, &cpus, &lc_set, &batch_set, window);
 
     let opts = Options {
         siblings: cpus.siblings(),
-        ..Options::new(
-            Lc::Pids(vec![lc.pid()]),
-            batch_set.iter().copied().collect(),
-        )
+        ..Options::new(Lc::Pids(vec![lc.pid()]), batch_pids.clone())
     };
     let sched = elfen_scx::load(&opts).unwrap_or_else(|e| panic!("loading the scheduler: {e}"));
     let state = sched.state().unwrap();
     assert!(state.running, "{state:?}");
-    for b in &batch {
-        assert_eq!(kernel::policy(b.pid()).unwrap(), SCHED_EXT);
+    for &t in &batch_set {
+        assert_eq!(kernel::policy(t).unwrap(), SCHED_EXT, "thread {t}");
     }
     std::thread::sleep(Duration::from_millis(300));
     let before = sched.stats().unwrap();
-    let ours = measure(&tracer, &cpus, lc.pid(), &batch_set, window);
+    let ours = measure(&tracer, &cpus, &lc_set, &batch_set, window);
     let stats = sched.stats().unwrap();
     sched.check().unwrap();
     let report = sched.unload();
-    assert_eq!(report.restored, 2, "{report:?}");
-    for b in &batch {
-        assert_eq!(kernel::policy(b.pid()).unwrap(), libc::SCHED_IDLE);
+    assert_eq!(report.restored, batch_set.len(), "{report:?}");
+    for &t in &batch_set {
+        assert_eq!(kernel::policy(t).unwrap(), libc::SCHED_IDLE, "thread {t}");
     }
 
     println!(
@@ -387,11 +429,23 @@ fn lane_rule_keeps_batch_off_the_lc_sibling() {
         idle.corun_share > 0.5,
         "without the scheduler batch should run beside the LC: {idle:?}"
     );
-    // the lane rule (target 1 %; generous under emulation)
+    // the lane rule: the co-run share cut at least tenfold, side by side
     assert!(
-        ours.corun_share <= 0.05,
-        "with the scheduler batch ran on the LC's sibling {:.2} % of its time: {ours:?}",
-        100.0 * ours.corun_share
+        ours.corun_share * 10.0 < idle.corun_share,
+        "with the scheduler batch ran on the LC's sibling {:.2} % of its time (SCHED_IDLE {:.2} %): {ours:?}",
+        100.0 * ours.corun_share,
+        100.0 * idle.corun_share
+    );
+    // and within the target of 1 %: what is left is the kick's way to the
+    // sibling (an IPI), which emulation stretches
+    assert_timing(
+        ours.corun_share <= 0.01,
+        &format!(
+            "batch on the LC's sibling {:.2} % of the LC's time (target <= 1 %, SCHED_IDLE {:.2} %), reaction p50 {:.0} us",
+            100.0 * ours.corun_share,
+            100.0 * idle.corun_share,
+            quantile(&ours.react_us, 0.5)
+        ),
     );
     // and batch still runs while the LC is idle
     assert!(
@@ -410,6 +464,7 @@ fn sigkilled_loader_hands_batch_back_to_the_fair_class() {
     };
     let batch = ChildGuard::spawn(&format!("batch:{}", cpus.b));
     let lc = ChildGuard::spawn(&format!("lc:{}:{LC_BUSY_MS}:{LC_IDLE_MS}", cpus.a));
+    std::thread::sleep(Duration::from_millis(300)); // their test threads start
     let mut loader = ChildGuard::spawn(&format!(
         "loader:{}:{}:{}:{}",
         lc.pid(),
@@ -417,7 +472,7 @@ fn sigkilled_loader_hands_batch_back_to_the_fair_class() {
         cpus.a,
         cpus.b
     ));
-    let said = loader.line_starting(&["LOADED", "LOAD-ERROR"]);
+    let said = loader.line_with(&["LOADED", "LOAD-ERROR"]);
     assert_eq!(said, "LOADED");
     let s = kernel::kernel_state().unwrap();
     println!("loaded by process {}: sched_ext {s:?}", loader.pid());
@@ -440,19 +495,20 @@ fn sigkilled_loader_hands_batch_back_to_the_fair_class() {
     // the policy stays SCHED_EXT; the class is fair while no scheduler is loaded
     assert_eq!(fair.policy, Some(SCHED_EXT), "{fair:?}");
     assert_ne!(fair.ext_enabled, Some(true), "{fair:?}");
-    let r0 = run_ns(batch.pid());
+    let (r0, w0) = (run_ns(batch.pid()), Instant::now());
     std::thread::sleep(Duration::from_millis(500));
     let ran_ms = (run_ns(batch.pid()) - r0) as f64 / 1e6;
+    let wall_ms = w0.elapsed().as_secs_f64() * 1e3;
     println!(
-        "after SIGKILL of the loader: sched_ext {} within {unload_ms:.0} ms; batch policy {} (ext.enabled {:?} -> {:?}), ran {ran_ms:.0} ms of the next 500 ms",
+        "after SIGKILL of the loader: sched_ext {} within {unload_ms:.0} ms; batch policy {} (ext.enabled {:?} -> {:?}), ran {ran_ms:.0} ms of the next {wall_ms:.0} ms",
         after.state,
         fair.policy.unwrap_or(-1),
         in_ext.ext_enabled,
         fair.ext_enabled
     );
     assert!(
-        ran_ms > 50.0,
-        "batch should run in the fair class: {ran_ms:.1} ms of 500"
+        ran_ms > 0.1 * wall_ms,
+        "batch should run in the fair class: {ran_ms:.1} ms of {wall_ms:.0}"
     );
 }
 
@@ -464,7 +520,11 @@ fn second_scheduler_is_refused_and_unload_restores_the_policy() {
         return;
     };
     let batch = ChildGuard::spawn(&format!("batch:{}", cpus.b));
-    kernel::set_policy(batch.pid(), libc::SCHED_IDLE).unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // its test thread starts
+    let threads = tids(&[batch.pid()]);
+    for &t in &threads {
+        kernel::set_policy(t, libc::SCHED_IDLE).unwrap();
+    }
     let lc = ChildGuard::spawn(&format!("lc:{}:{LC_BUSY_MS}:{LC_IDLE_MS}", cpus.a));
     let opts = Options {
         siblings: cpus.siblings(),
@@ -480,9 +540,11 @@ fn second_scheduler_is_refused_and_unload_restores_the_policy() {
     let state = sched.state().unwrap();
     assert!(state.running && state.exit.is_none(), "{state:?}");
     let report = sched.unload();
-    assert_eq!(report.restored, 1, "{report:?}");
+    assert_eq!(report.restored, threads.len(), "{report:?}");
     assert!(report.exit.is_none(), "{report:?}");
-    assert_eq!(kernel::policy(batch.pid()).unwrap(), libc::SCHED_IDLE);
+    for &t in &threads {
+        assert_eq!(kernel::policy(t).unwrap(), libc::SCHED_IDLE, "thread {t}");
+    }
     let after = wait_state("disabled", Duration::from_secs(5 * u64::from(slack())));
     assert!(after.idle(), "{after:?}");
     println!("refused: {second}; unloaded: {report:?}");
