@@ -177,12 +177,32 @@ rm -rf "$pay"
 # recorded result; the test in flight fails if it runs elfen's real-time
 # threads or BPF source, any other runs again (a second silence during the
 # same test fails it). Each silence is said here and in the results.
+#
+# A guest kernel that panicked before the runner started (nothing of the
+# project's had run: under TCG, e.g. an int3 oops in the timekeeping code as
+# the kernel rewrites its own text while it switches clocksources, a hazard
+# of the multi-threaded emulation) boots once more, its payload checked
+# first, said here and in the results; a second such panic fails the run.
 resumes="${ELFEN_VM_RESUMES:-2}"
-boots=1
+boots=1 early_panics=0
 : >"$out/silences.txt"
+: >"$out/early-panics.txt"
 while :; do
   boot_status=0
   scripts/vm/boot.sh "$image_dir" "$out/payload.img" "$out" || boot_status=$?
+  if [ "$boot_status" -eq 0 ] && [ "$early_panics" -eq 0 ] &&
+    ! grep -aq '@@elfen-vm up:' "$out/serial.log" && grep -aq 'Kernel panic' "$out/serial.log"; then
+    mv "$out/serial.log" "$out/serial-boot$boots.log"
+    printf 'boot %s: the guest kernel panicked before the runner started: %s (console: serial-boot%s.log)\n' \
+      "$boots" "$(grep -a -m1 -E 'Oops|BUG|Kernel panic' "$out/serial-boot$boots.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //')" "$boots" >>"$out/early-panics.txt"
+    say "$(tail -n1 "$out/early-panics.txt"); booting it once more"
+    e2fsck -fy "$out/payload.img" >"$out/e2fsck.log" 2>&1 || true
+    early_panics=1
+    boots=$((boots + 1))
+    ELFEN_VM_ACCEL=$(cat "$out/accel")
+    export ELFEN_VM_ACCEL
+    continue
+  fi
   [ "$boot_status" -eq 5 ] || break
   # a guest that finished its tests while the silence was looked into
   # powered off too late: its results are complete, nothing to resume
