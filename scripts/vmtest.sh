@@ -186,7 +186,7 @@ rm -rf "$pay"
 resumes="${ELFEN_VM_RESUMES:-2}"
 boots=1 early_panics=0
 : >"$out/silences.txt"
-: >"$out/early-panics.txt"
+: >"$out/panics.txt"
 while :; do
   boot_status=0
   scripts/vm/boot.sh "$image_dir" "$out/payload.img" "$out" || boot_status=$?
@@ -194,8 +194,8 @@ while :; do
     ! grep -aq '@@elfen-vm up:' "$out/serial.log" && grep -aq 'Kernel panic' "$out/serial.log"; then
     mv "$out/serial.log" "$out/serial-boot$boots.log"
     printf 'boot %s: the guest kernel panicked before the runner started: %s (console: serial-boot%s.log)\n' \
-      "$boots" "$(grep -a -m1 -E 'Oops|BUG|Kernel panic' "$out/serial-boot$boots.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //')" "$boots" >>"$out/early-panics.txt"
-    say "$(tail -n1 "$out/early-panics.txt"); booting it once more"
+      "$boots" "$(grep -a -m1 -E 'Oops|BUG|Kernel panic' "$out/serial-boot$boots.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //')" "$boots" >>"$out/panics.txt"
+    say "$(tail -n1 "$out/panics.txt"); booting it once more"
     e2fsck -fy "$out/payload.img" >"$out/e2fsck.log" 2>&1 || true
     early_panics=1
     boots=$((boots + 1))
@@ -222,6 +222,14 @@ while :; do
   ELFEN_VM_ACCEL=$(cat "$out/accel")
   export ELFEN_VM_ACCEL
 done
+# a guest kernel that panicked once the runner ran: said with the last thing
+# the runner said and the oops (no second boot: the tests may have caused it)
+if [ "$boot_status" -eq 0 ] && grep -aq '@@elfen-vm up:' "$out/serial.log" && grep -aq 'Kernel panic' "$out/serial.log"; then
+  printf 'boot %s: the guest kernel panicked after "%s": %s (console: serial.log)\n' "$boots" \
+    "$(tr -d '\r' <"$out/serial.log" | sed -n 's/^.*@@elfen-vm //p' | tail -n1)" \
+    "$(grep -a -m1 -E 'Oops|BUG' "$out/serial.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //'); $(grep -a -m1 -E '^\[ *[0-9.]*\] RIP: ' "$out/serial.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //')" >>"$out/panics.txt"
+  say "$(tail -n1 "$out/panics.txt")"
+fi
 t_done=$(now_s)
 
 # --- results -----------------------------------------------------------------
