@@ -238,6 +238,33 @@ fn wait_state(want: &str, limit: Duration) -> kernel::KernelState {
     }
 }
 
+/// Runs `f` with these children stopped (SIGSTOP), then continues them.
+/// Enabling and disabling a sched_ext scheduler rewrites kernel text (its
+/// static branches); under TCG a vCPU that runs that text meanwhile can take
+/// a stray int3 and the guest kernel oopses (seen at `scx_tick` and
+/// `hrtick`, run by every ticking CPU). With the spinners stopped their CPUs
+/// idle without a tick. No measured window is inside.
+fn with_stopped<T>(children: &[&ChildGuard], f: impl FnOnce() -> T) -> T {
+    let signal = |sig| {
+        for c in children {
+            // SAFETY: kill(2) on our own child's pid.
+            assert_eq!(unsafe { libc::kill(c.pid() as i32, sig) }, 0);
+        }
+    };
+    signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(100)); // their CPUs go idle
+    let out = f();
+    signal(libc::SIGCONT);
+    out
+}
+
+/// Unloads the scheduler and waits until the kernel has disabled it.
+fn unload_and_wait(sched: elfen_scx::Scheduler) -> (elfen_scx::Unloaded, kernel::KernelState) {
+    let report = sched.unload();
+    let after = wait_state("disabled", Duration::from_secs(5 * u64::from(slack())));
+    (report, after)
+}
+
 /// A process's run time so far, all its threads (`/proc/PID/task/*/schedstat`,
 /// first field, ns). The spinning thread of a child is libtest's test
 /// thread, not the process's first one.
@@ -367,7 +394,9 @@ fn lane_rule_keeps_batch_off_the_lc_sibling() {
         siblings: cpus.siblings(),
         ..Options::new(Lc::Pids(vec![lc.pid()]), batch_pids.clone())
     };
-    let sched = elfen_scx::load(&opts).unwrap_or_else(|e| panic!("loading the scheduler: {e}"));
+    let children: Vec<&ChildGuard> = batch.iter().chain([&lc]).collect();
+    let sched = with_stopped(&children, || elfen_scx::load(&opts))
+        .unwrap_or_else(|e| panic!("loading the scheduler: {e}"));
     let state = sched.state().unwrap();
     assert!(state.running, "{state:?}");
     for &t in &batch_set {
@@ -378,7 +407,8 @@ fn lane_rule_keeps_batch_off_the_lc_sibling() {
     let ours = measure(&tracer, &cpus, &lc_set, &batch_set, window);
     let stats = sched.stats().unwrap();
     sched.check().unwrap();
-    let report = sched.unload();
+    let (report, after) = with_stopped(&children, || unload_and_wait(sched));
+    assert!(after.idle(), "{after:?}");
     assert_eq!(report.restored, batch_set.len(), "{report:?}");
     for &t in &batch_set {
         assert_eq!(kernel::policy(t).unwrap(), libc::SCHED_IDLE, "thread {t}");
@@ -429,23 +459,35 @@ fn lane_rule_keeps_batch_off_the_lc_sibling() {
         idle.corun_share > 0.5,
         "without the scheduler batch should run beside the LC: {idle:?}"
     );
-    // the lane rule: the co-run share cut at least tenfold, side by side
-    assert!(
-        ours.corun_share * 10.0 < idle.corun_share,
-        "with the scheduler batch ran on the LC's sibling {:.2} % of its time (SCHED_IDLE {:.2} %): {ours:?}",
+    // The lane rule, side by side. What is left with the scheduler is the
+    // kick's way to the sibling (an IPI). Under TCG that takes as long as
+    // the host takes to run the sibling's vCPU thread, so what is asserted
+    // there holds whatever the host's load: batch leaves the sibling well
+    // within the LC's busy period (at SCHED_IDLE it stays) and the co-run
+    // share is at least halved. Elsewhere: cut tenfold, within the 1 % target.
+    let react_p50_us = quantile(&ours.react_us, 0.5);
+    let busy_us = LC_BUSY_MS as f64 * 1e3;
+    let shares = format!(
+        "batch on the LC's sibling {:.2} % of the LC's time (target <= 1 %; SCHED_IDLE {:.2} %), reaction p50 {react_p50_us:.0} us, p99 {:.0} us (LC busy periods {busy_us:.0} us)",
         100.0 * ours.corun_share,
-        100.0 * idle.corun_share
+        100.0 * idle.corun_share,
+        quantile(&ours.react_us, 0.99)
     );
-    // and within the target of 1 %: what is left is the kick's way to the
-    // sibling (an IPI), which emulation stretches
+    assert!(
+        react_p50_us < busy_us / 2.0,
+        "with the scheduler batch should leave the LC's sibling within its busy period: {shares}; {ours:?}"
+    );
+    assert!(
+        ours.corun_share * 2.0 < idle.corun_share,
+        "with the scheduler batch ran beside the LC: {shares}; {ours:?}"
+    );
+    assert_timing(
+        ours.corun_share * 10.0 < idle.corun_share,
+        &format!("co-run share cut tenfold: {shares}"),
+    );
     assert_timing(
         ours.corun_share <= 0.01,
-        &format!(
-            "batch on the LC's sibling {:.2} % of the LC's time (target <= 1 %, SCHED_IDLE {:.2} %), reaction p50 {:.0} us",
-            100.0 * ours.corun_share,
-            100.0 * idle.corun_share,
-            quantile(&ours.react_us, 0.5)
-        ),
+        &format!("co-run share within 1 %: {shares}"),
     );
     // and batch still runs while the LC is idle
     assert!(
@@ -472,7 +514,9 @@ fn sigkilled_loader_hands_batch_back_to_the_fair_class() {
         cpus.a,
         cpus.b
     ));
-    let said = loader.line_with(&["LOADED", "LOAD-ERROR"]);
+    let said = with_stopped(&[&batch, &lc], || {
+        loader.line_with(&["LOADED", "LOAD-ERROR"])
+    });
     assert_eq!(said, "LOADED");
     let s = kernel::kernel_state().unwrap();
     println!("loaded by process {}: sched_ext {s:?}", loader.pid());
@@ -485,11 +529,13 @@ fn sigkilled_loader_hands_batch_back_to_the_fair_class() {
     assert_ne!(in_ext.ext_enabled, Some(false), "{in_ext:?}");
 
     // SIGKILL: nothing of ours runs any more
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(loader.pid() as i32, libc::SIGKILL) }, 0);
-    let t0 = Instant::now();
-    let after = wait_state("disabled", Duration::from_secs(5 * u64::from(slack())));
-    let unload_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let (after, unload_ms) = with_stopped(&[&batch, &lc], || {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(loader.pid() as i32, libc::SIGKILL) }, 0);
+        let t0 = Instant::now();
+        let after = wait_state("disabled", Duration::from_secs(5 * u64::from(slack())));
+        (after, t0.elapsed().as_secs_f64() * 1e3)
+    });
     assert!(after.idle(), "the kernel still runs a scheduler: {after:?}");
     let fair = kernel::task_sched(batch.pid()).unwrap();
     // the policy stays SCHED_EXT; the class is fair while no scheduler is loaded
@@ -530,7 +576,7 @@ fn second_scheduler_is_refused_and_unload_restores_the_policy() {
         siblings: cpus.siblings(),
         ..Options::new(Lc::Pids(vec![lc.pid()]), vec![batch.pid()])
     };
-    let sched = elfen_scx::load(&opts).unwrap();
+    let sched = with_stopped(&[&batch, &lc], || elfen_scx::load(&opts)).unwrap();
     assert_eq!(kernel::policy(batch.pid()).unwrap(), SCHED_EXT);
     let second = elfen_scx::load(&opts).unwrap_err();
     assert!(
@@ -539,13 +585,12 @@ fn second_scheduler_is_refused_and_unload_restores_the_policy() {
     );
     let state = sched.state().unwrap();
     assert!(state.running && state.exit.is_none(), "{state:?}");
-    let report = sched.unload();
+    let (report, after) = with_stopped(&[&batch, &lc], || unload_and_wait(sched));
     assert_eq!(report.restored, threads.len(), "{report:?}");
     assert!(report.exit.is_none(), "{report:?}");
     for &t in &threads {
         assert_eq!(kernel::policy(t).unwrap(), libc::SCHED_IDLE, "thread {t}");
     }
-    let after = wait_state("disabled", Duration::from_secs(5 * u64::from(slack())));
     assert!(after.idle(), "{after:?}");
     println!("refused: {second}; unloaded: {report:?}");
 }
