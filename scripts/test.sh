@@ -51,4 +51,10 @@ step "VM test bed: the daemon's live tests and an end-to-end run on systemd + cg
 # the debug elfen and test binaries the workspace tests built (build once, test many)
 scripts/vmtest.sh --profile debug
 
+step "VM test bed, sched_ext guest: elfen's sched_ext scheduler on Debian 13's backports kernel 7.3 (docs/vmtest.md, docs/scx.md)"
+# its own output directory beside the first run's; the daemon's tests and the
+# scenarios ran in the step above, this guest runs what needs its kernel
+ELFEN_VM_OUT="${ELFEN_VM_OUT:-$PWD/target/vmtest}-trixie" \
+  scripts/vmtest.sh --profile debug --guest trixie --select '^elfen-scx/'
+
 step "all tests passed"

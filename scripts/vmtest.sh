@@ -9,17 +9,20 @@
 #   scripts/vmtest.sh --rebuild-image      build the guest image again
 #   scripts/vmtest.sh --profile debug      the scenarios run target/debug/elfen
 #                                          (what `cargo test` built; scripts/test.sh)
+#   scripts/vmtest.sh --guest trixie       the guest profile (scripts/vm/profiles/NAME.sh):
+#                                          bookworm (default; Debian 12, kernel 6.1) or
+#                                          trixie (Debian 13, backports kernel 7.3 with sched_ext)
 #
 # On the host it builds the `elfen` binary the scenarios run (release, unless
 # --profile debug) and the workspace's test binaries (cargo: nothing to do when
 # scripts/test.sh has built them), takes the guest image from the cache
 # (scripts/vm/image.sh builds it the first time), puts the test binaries of
-# scripts/vm/tests.list, the scenarios and the guest script on a payload disk,
-# boots the guest (scripts/vm/boot.sh: KVM if it works, else TCG), reads the
-# results back from the disk and prints them. Exit status 1 on any failed test,
-# a skip of something the guest offers (judged in the guest by elfen-test-log,
-# as on the host), an unexpected skip (scripts/vm/expected-skips), a boot or
-# run timeout, or missing results.
+# the profile's tests lists (scripts/vm/tests.list, ...), the scenarios and the
+# guest script on a payload disk, boots the guest (scripts/vm/boot.sh: KVM if
+# it works, else TCG), reads the results back from the disk and prints them.
+# Exit status 1 on any failed test, a skip of something the guest offers
+# (judged in the guest by elfen-test-log, as on the host), an unexpected skip
+# (scripts/vm/expected-skips), a boot or run timeout, or missing results.
 #
 # A guest whose console stays quiet past ELFEN_VM_SILENCE_S (default 300 s) is
 # killed (what its vCPUs did is saved) and restarted to resume after its last
@@ -31,12 +34,13 @@
 # Environment: ELFEN_VM_CACHE (image cache), ELFEN_VM_MIRROR (Debian mirror),
 # ELFEN_VM_ACCEL (auto|kvm|tcg), ELFEN_VM_BOOT_TIMEOUT_S, ELFEN_VM_TIMEOUT_S,
 # ELFEN_VM_TEST_TIMEOUT_S (one test), ELFEN_VM_SLACK (the guest's time stretch),
-# ELFEN_VM_OUT (where the run's logs go; default target/vmtest).
+# ELFEN_VM_OUT (where the run's logs go; default target/vmtest), ELFEN_VM_GUEST
+# (the profile when --guest is not given).
 set -euo pipefail
 . "$(dirname "$0")/vm/lib.sh"
 cd "$REPO_DIR"
 
-select_re="" rebuild="" profile=release
+select_re="" rebuild="" profile=release guest="${ELFEN_VM_GUEST:-bookworm}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile)
@@ -44,12 +48,14 @@ while [ $# -gt 0 ]; do
       case "$profile" in debug | release) ;; *) die "--profile: debug or release, not $profile" ;; esac
       ;;
     --select) select_re="${2:?--select needs a regex}"; shift 2 ;;
+    --guest) guest="${2:?--guest needs a profile name}"; shift 2 ;;
     --rebuild-image) rebuild=--rebuild; shift ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed -e '/^set -e/d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
 
+vm_profile "$guest"
 t_start=$(now_s)
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
 out="${ELFEN_VM_OUT:-$REPO_DIR/target/vmtest}"
@@ -126,12 +132,12 @@ ship "$test_log_bin"
 while read -r pkg kind name filter; do
   case "$pkg" in '' | '#'*) continue ;; esac
   exe=$(awk -v p="$pkg" -v k="$kind" -v n="$name" '$1 == p && $2 == k && $3 == n { print $4 }' "$out/artifacts.txt" | tail -n1)
-  [ -n "$exe" ] || die "scripts/vm/tests.list: no built $kind target $name of $pkg (see $out/artifacts.txt)"
+  [ -n "$exe" ] || die "scripts/vm/{$VM_TESTS_LISTS}: no built $kind target $name of $pkg (see $out/artifacts.txt)"
   ship "$exe"
   # the package's binaries (CARGO_BIN_EXE_* of its integration tests)
   awk -v p="$pkg" '$1 == p && $2 == "bin-exe" { print $4 }' "$out/artifacts.txt" | while read -r b; do ship "$b"; done
   printf '%s\t%s\t%s\n' "$pkg/$name" "$exe" "$filter" >>"$pay/tests.tsv"
-done < <(sed 's/#.*//' "$VM_DIR/tests.list")
+done < <(for l in $VM_TESTS_LISTS; do sed 's/#.*//' "$VM_DIR/$l"; done)
 {
   echo "ELFEN_BIN=$elfen_bin"
   echo "ELFEN_TEST_LOG_BIN=$test_log_bin"
@@ -142,7 +148,20 @@ done < <(sed 's/#.*//' "$VM_DIR/tests.list")
   [ -z "${ELFEN_VM_SLACK:-}" ] || echo "ELFEN_VM_SLACK=$ELFEN_VM_SLACK"
 } >"$pay/env"
 
-image_dir=$(scripts/vm/image.sh $rebuild)
+image_dir=$(scripts/vm/image.sh --guest "$VM_PROFILE" $rebuild)
+# what the guest is, from its image: the kernel and the build options the
+# profiles rely on (the guest's run adds what it sees at run time: facts.txt)
+{
+  echo "profile $VM_PROFILE (Debian $VM_SUITE${VM_EXTRA_SUITES:+ + $VM_EXTRA_SUITES})"
+  echo "kernel_packages $VM_KERNEL_PACKAGES"
+  echo "kernel $(cat "$image_dir/kernel-release")"
+  cat "$image_dir/kernel-config.txt" 2>/dev/null
+} >"$out/guest.txt"
+say "guest: $(head -n3 "$out/guest.txt" | cut -d' ' -f2- | paste -sd';' -); $(grep -E 'CONFIG_(SCHED_CLASS_EXT|SCHED_SMT|DEBUG_INFO_BTF)' "$out/guest.txt" | paste -sd' ' -)"
+for c in $VM_KERNEL_CONFIG; do
+  grep -qx "$c" "$image_dir/kernel-config.txt" 2>/dev/null ||
+    die "the $VM_PROFILE guest's kernel $(cat "$image_dir/kernel-release") lacks $c (scripts/vm/profiles/$VM_PROFILE.sh: VM_KERNEL_CONFIG; $image_dir/kernel-config.txt)"
+done
 
 payload_mb=$(($(du -sm "$pay" | cut -f1) + 512))
 mkfs.ext4 -q -F -L elfen-payload -d "$pay" "$out/payload.img" "${payload_mb}M" >"$out/mkfs.err" 2>&1 ||
@@ -158,12 +177,32 @@ rm -rf "$pay"
 # recorded result; the test in flight fails if it runs elfen's real-time
 # threads or BPF source, any other runs again (a second silence during the
 # same test fails it). Each silence is said here and in the results.
+#
+# A guest kernel that panicked before the runner started (nothing of the
+# project's had run: under TCG, e.g. an int3 oops in the timekeeping code as
+# the kernel rewrites its own text while it switches clocksources, a hazard
+# of the multi-threaded emulation) boots once more, its payload checked
+# first, said here and in the results; a second such panic fails the run.
 resumes="${ELFEN_VM_RESUMES:-2}"
-boots=1
+boots=1 early_panics=0
 : >"$out/silences.txt"
+: >"$out/panics.txt"
 while :; do
   boot_status=0
   scripts/vm/boot.sh "$image_dir" "$out/payload.img" "$out" || boot_status=$?
+  if [ "$boot_status" -eq 0 ] && [ "$early_panics" -eq 0 ] &&
+    ! grep -aq '@@elfen-vm up:' "$out/serial.log" && grep -aq 'Kernel panic' "$out/serial.log"; then
+    mv "$out/serial.log" "$out/serial-boot$boots.log"
+    printf 'boot %s: the guest kernel panicked before the runner started: %s (console: serial-boot%s.log)\n' \
+      "$boots" "$(grep -a -m1 -E 'Oops|BUG|Kernel panic' "$out/serial-boot$boots.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //')" "$boots" >>"$out/panics.txt"
+    say "$(tail -n1 "$out/panics.txt"); booting it once more"
+    e2fsck -fy "$out/payload.img" >"$out/e2fsck.log" 2>&1 || true
+    early_panics=1
+    boots=$((boots + 1))
+    ELFEN_VM_ACCEL=$(cat "$out/accel")
+    export ELFEN_VM_ACCEL
+    continue
+  fi
   [ "$boot_status" -eq 5 ] || break
   # a guest that finished its tests while the silence was looked into
   # powered off too late: its results are complete, nothing to resume
@@ -183,6 +222,14 @@ while :; do
   ELFEN_VM_ACCEL=$(cat "$out/accel")
   export ELFEN_VM_ACCEL
 done
+# a guest kernel that panicked once the runner ran: said with the last thing
+# the runner said and the oops (no second boot: the tests may have caused it)
+if [ "$boot_status" -eq 0 ] && grep -aq '@@elfen-vm up:' "$out/serial.log" && grep -aq 'Kernel panic' "$out/serial.log"; then
+  printf 'boot %s: the guest kernel panicked after "%s": %s (console: serial.log)\n' "$boots" \
+    "$(tr -d '\r' <"$out/serial.log" | sed -n 's/^.*@@elfen-vm //p' | tail -n1)" \
+    "$(grep -a -m1 -E 'Oops|BUG' "$out/serial.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //'); $(grep -a -m1 -E '^\[ *[0-9.]*\] RIP: ' "$out/serial.log" | tr -d '\r' | sed 's/^\[ *[0-9.]*\] //')" >>"$out/panics.txt"
+  say "$(tail -n1 "$out/panics.txt")"
+fi
 t_done=$(now_s)
 
 # --- results -----------------------------------------------------------------

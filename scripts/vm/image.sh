@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
-# The VM test bed's guest: a Debian bookworm root file system built from Debian
-# packages (mmdebstrap, scripts/vm/packages.list) as an ext4 image, with the
-# guest's own kernel and initrd beside it, cached between runs.
+# The VM test bed's guest: a Debian root file system built from Debian
+# packages (mmdebstrap, the profile's package list and kernel) as an ext4
+# image, with the guest's own kernel and initrd beside it, cached between runs.
 #
-#   scripts/vm/image.sh            build it unless the cache has it; print its directory
-#   scripts/vm/image.sh --rebuild  build it again
+#   scripts/vm/image.sh                  build it unless the cache has it; print its directory
+#   scripts/vm/image.sh --rebuild        build it again
+#   scripts/vm/image.sh --guest trixie   the guest profile (scripts/vm/profiles/NAME.sh;
+#                                        default bookworm, or $ELFEN_VM_GUEST)
 #
 # Cache: $ELFEN_VM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/elfen/vm, one
-# directory per key (a hash of packages.list, this script and scripts/vm/image/*):
-# root.img (ext4), vmlinuz, initrd.img, packages.txt (what was installed),
-# mirrors.txt. The two most recently used keys are kept ($ELFEN_VM_KEEP). Needs root (mmdebstrap's root mode,
-# files owned by root in the image). The mirrors are the host's apt sources'
-# bookworm suites ($ELFEN_VM_MIRROR replaces the main archive's URL).
+# directory per profile and key (a hash of the profile, its package list, this
+# script and scripts/vm/image/*): root.img (ext4), vmlinuz, initrd.img,
+# kernel-release, kernel-config.txt (the kernel's build options the test bed
+# relies on), packages.txt (what was installed), mirrors.txt. The two most
+# recently used keys of each profile are kept ($ELFEN_VM_KEEP). Needs root (mmdebstrap's root mode, files owned by
+# root in the image). The mirrors are the host's apt sources' entries for the
+# profile's suites, else deb.debian.org ($ELFEN_VM_MIRROR replaces the main
+# archive's URL).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-rebuild=0
-[ "${1:-}" = "--rebuild" ] && rebuild=1
+rebuild=0 guest="${ELFEN_VM_GUEST:-bookworm}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rebuild) rebuild=1; shift ;;
+    --guest) guest="${2:?--guest needs a profile name}"; shift 2 ;;
+    *) die "image.sh: unknown argument $1" ;;
+  esac
+done
+vm_profile "$guest"
 
-# "URI SUITE" for every bookworm, bookworm-updates and bookworm-security entry of
-# the host's apt sources (one-line and deb822 formats).
+# "URI SUITE" for every entry of the host's apt sources (one-line and deb822
+# formats).
 host_mirrors() {
   local f
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
@@ -50,14 +62,18 @@ host_mirrors() {
   done
 }
 
-# The sources lines mmdebstrap gets, one a line.
+# The sources lines mmdebstrap gets, one a line: the host's entries for the
+# profile's suite (with -updates and -security) and its extra suites, else
+# deb.debian.org's.
 mirror_lines() {
-  local lines
-  lines=$(host_mirrors | awk '$2 ~ /^bookworm(-updates|-security)?$/' | sort -u)
+  local lines s
+  lines=$(host_mirrors | awk -v s="$VM_SUITE" -v x=" $VM_EXTRA_SUITES " \
+    '$2 == s || $2 == s "-updates" || $2 == s "-security" || index(x, " " $2 " ")' | sort -u)
   if [ -z "$lines" ]; then
-    lines=$(printf '%s\n' "http://deb.debian.org/debian bookworm" \
-      "http://deb.debian.org/debian bookworm-updates" \
-      "http://deb.debian.org/debian-security bookworm-security")
+    lines=$(printf '%s\n' "http://deb.debian.org/debian $VM_SUITE" \
+      "http://deb.debian.org/debian $VM_SUITE-updates" \
+      "http://deb.debian.org/debian-security $VM_SUITE-security"
+      for s in $VM_EXTRA_SUITES; do printf '%s\n' "http://deb.debian.org/debian $s"; done)
   fi
   if [ -n "${ELFEN_VM_MIRROR:-}" ]; then
     lines=$(printf '%s\n' "$lines" | awk -v m="$ELFEN_VM_MIRROR" '$2 !~ /-security$/ { $1 = m } { print }' | sort -u)
@@ -92,7 +108,7 @@ build() {
   printf '%s\n' "${mirrors[@]}" >"$out/mirrors.txt"
   local pkgs
   pkgs=$(vm_packages | paste -sd, -)
-  say "building the guest root file system (Debian bookworm, minbase + $pkgs) from ${mirrors[0]#deb }"
+  say "building the $VM_PROFILE guest's root file system (Debian $VM_SUITE, minbase + $pkgs) from ${mirrors[0]#deb }"
   local t0
   t0=$(now_s)
   mmdebstrap --quiet --variant=minbase --include="$pkgs" \
@@ -101,7 +117,7 @@ build() {
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    bookworm "$stage" "${mirrors[@]}" >&2
+    "$VM_SUITE" "$stage" "${mirrors[@]}" >&2
   say "mmdebstrap: $(elapsed_s "$t0" "$(now_s)") s, $(du -sm "$stage" | cut -f1) MB"
 
   # what the guest boots into (docs/vmtest.md)
@@ -129,6 +145,11 @@ build() {
   cp "$kernel" "$out/vmlinuz"
   cp "$initrd" "$out/initrd.img"
   basename "$kernel" | sed 's/^vmlinuz-//' >"$out/kernel-release"
+  # the kernel's options the test bed's profiles rely on (BTF for CO-RE,
+  # sched_ext, SMT scheduling, core scheduling), from its config file
+  grep -E '^(# )?CONFIG_(DEBUG_INFO_BTF|SCHED_CLASS_EXT|SCHED_SMT|SCHED_CORE|CGROUP_SCHED|BPF_JIT)[ =]' \
+    "$stage/boot/config-$(cat "$out/kernel-release")" >"$out/kernel-config.txt" 2>/dev/null ||
+    echo "(no /boot/config-$(cat "$out/kernel-release") in the guest)" >"$out/kernel-config.txt"
 
   # ext4 with room for what the tests write (/tmp is on the root here)
   local used_mb
@@ -136,22 +157,24 @@ build() {
   mkfs.ext4 -q -F -L elfen-root -d "$stage" "$out/root.img" "$((used_mb + 1024))M" >/dev/null
   remove_tree "$stage"
   trap - EXIT
-  say "image: $out/root.img ($(du -sm "$out/root.img" | cut -f1) MB used of $((used_mb + 1024)) MB), kernel $(cat "$out/kernel-release"), built in $(elapsed_s "$t0" "$(now_s)") s"
+  say "image ($VM_PROFILE): $out/root.img ($(du -sm "$out/root.img" | cut -f1) MB used of $((used_mb + 1024)) MB), kernel $(cat "$out/kernel-release"), built in $(elapsed_s "$t0" "$(now_s)") s"
 }
 
-# Keeps the $ELFEN_VM_KEEP (default 2) most recently used images, so that
-# checkouts with different package lists do not rebuild at each switch;
-# removes the rest and any stage a stopped build left. A tree that cannot be
+# Keeps the $ELFEN_VM_KEEP (default 2) most recently used images of the
+# profile (its directories: PREFIX then the key), so that checkouts with
+# different package lists do not rebuild at each switch; removes the
+# profile's others and any stage a stopped build left (of any profile: the
+# cache's lock is held). A tree that cannot be
 # removed is said and left: it never fails the run.
 prune() {
-  local cache="$1" current="$2" keep="${ELFEN_VM_KEEP:-2}" d n=1
+  local cache="$1" current="$2" prefix="$3" keep="${ELFEN_VM_KEEP:-2}" d n=1
   for d in "$cache"/*.stage; do
     [ -d "$d" ] || continue
     say "removing a stopped build's stage ${d##*/}"
     remove_tree "$d" || say "warning: could not remove $d"
   done
   while read -r d; do
-    [[ "${d##*/}" =~ ^[0-9a-f]{16}$ ]] || continue
+    [[ "${d##*/}" =~ ^$prefix[0-9a-f]{16}$ ]] || continue
     [ "$d" = "$current" ] && continue
     n=$((n + 1))
     [ "$n" -gt "$keep" ] || continue
@@ -161,10 +184,11 @@ prune() {
 }
 
 main() {
-  local cache key dir
+  local cache key dir prefix
   cache=$(vm_cache_dir)
   key=$(vm_image_key)
-  dir="$cache/$key"
+  prefix=$(vm_image_prefix)
+  dir="$cache/$prefix$key"
   mkdir -p "$cache"
   exec 9>"$cache/.lock"
   flock 9
@@ -172,10 +196,10 @@ main() {
     build "$dir"
     touch "$dir/complete"
   else
-    say "guest image from the cache: $dir (kernel $(cat "$dir/kernel-release"))"
+    say "$VM_PROFILE guest image from the cache: $dir (kernel $(cat "$dir/kernel-release"))"
   fi
   touch "$dir"
-  prune "$cache" "$dir"
+  prune "$cache" "$dir" "$prefix"
   printf '%s\n' "$dir"
 }
 

@@ -98,6 +98,10 @@ if [ -s "$out/silences.txt" ]; then
   echo "the guest went silent $(wc -l <"$out/silences.txt") time(s) (the test in flight failed if it runs elfen's real-time threads or BPF source, else it ran again, counted above; the vCPUs' registers and any SysRq backtraces are kept):"
   sed 's/^/  /' "$out/silences.txt"
 fi
+if [ -s "$out/panics.txt" ]; then
+  echo "the guest kernel panicked (before the runner started: booted once more; after: the run ends there):"
+  sed 's/^/  /' "$out/panics.txt"
+fi
 echo "SMT topology emulated (2 cores x 2 threads): it proves topology, pairing and multi-pair code paths, not SMT interference."
 echo "logs: $out (serial.log, results/logs/)"
 if [ "$bad" -ne 0 ]; then
