@@ -360,6 +360,7 @@ fn writer_options(
             poll_interval_us: cfg.signal.poll_interval_us,
             fallback: cfg.signal.fallback,
             announce_wakeups: cfg.signal.announce_wakeups,
+            ..elfen_bpf::Options::default()
         },
         priority: cfg.writer_priority(),
         cpus: Some(plan.writer_cpus.clone()),
