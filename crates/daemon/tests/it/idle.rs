@@ -111,7 +111,17 @@ fn idle_groups_yield_as_a_whole_in_the_plan() {
     std::fs::create_dir_all(root.join("cpu/batch/nightly")).unwrap();
     std::fs::write(root.join("cpu/batch/nightly/cpu.idle"), "0\n").unwrap();
     std::fs::create_dir_all(root.join("freezer/batch/nightly")).unwrap();
-    // confined to the batch lanes (idle's default): its cpuset group too
+    let nested = "[[batch]]\nname = \"n\"\nmode = \"idle\"\ncgroup = \"batch/nightly\"\n";
+    // confined to the batch lanes (idle's default): without its cpuset
+    // group, refused saying why and how not to confine it
+    let e = Plan::resolve(&fake_config(d, &root, nested)).unwrap_err();
+    assert!(
+        e.field == "batch[0].cgroup"
+            && e.reason
+                .contains("confines the group to the batch lanes by default")
+            && e.reason.contains("confine = false"),
+        "{e:?}"
+    );
     std::fs::create_dir_all(root.join("cpuset/batch/nightly")).unwrap();
     let nested = "[[batch]]\nname = \"n\"\nmode = \"idle\"\ncgroup = \"batch/nightly\"\n";
     let plan = Plan::resolve(&fake_config(d, &root, nested)).unwrap();
