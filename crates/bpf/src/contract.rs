@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, fence};
 
 /// `ELFEN_BPF_ABI`: the contract version BPF stores in every slot.
-pub const ABI: u16 = 2;
+pub const ABI: u16 = 3;
 /// `ELFEN_SLOT_SIZE`: one slot per CPU, one cache line.
 pub const SLOT_SIZE: usize = 64;
 /// `ELFEN_MAX_TGIDS`: most processes watched at once.
@@ -30,6 +30,59 @@ pub const RING_BYTES: u32 = 256 * 1024;
 pub const ANNOUNCE_NS: u64 = 1_000_000;
 /// `ELFEN_WATCH_ON`: the value stored in the watch maps.
 pub const WATCH_ON: u32 = 1;
+/// `ELFEN_HIST_SUB`: buckets per power of two of the kernel's histograms.
+pub const HIST_SUB: usize = 4;
+/// `ELFEN_HIST_OCTAVES`: powers of two of ns they cover (1 ns .. ~17 s).
+pub const HIST_OCTAVES: usize = 34;
+/// `ELFEN_HIST_BUCKETS`: buckets of one histogram.
+pub const HIST_BUCKETS: usize = HIST_SUB * HIST_OCTAVES;
+/// `ELFEN_MAX_WOKEN`: most LC tasks whose wake-up waits for their switch-in.
+pub const MAX_WOKEN: u32 = 4096;
+/// Bytes of one CPU's `struct elfen_cpu_stats`.
+pub const STATS_SIZE: usize = 3328;
+
+/// The bucket of `ns` in the kernel's histograms, as the BPF program
+/// computes it (`hist_record` in sched.bpf.c; see `ELFEN_HIST_*`).
+pub fn hist_bucket(ns: u64) -> usize {
+    let v = ns.max(1);
+    let o = 63 - v.leading_zeros() as usize;
+    let sub = if o >= 2 {
+        ((v >> (o - 2)) & 3) as usize
+    } else {
+        ((v - (1 << o)) as usize).min(3)
+    };
+    (o * HIST_SUB + sub).min(HIST_BUCKETS - 1)
+}
+
+/// `struct elfen_hist`: one histogram of durations in shared memory,
+/// written by the BPF program on its CPU only.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Hist {
+    /// Values recorded.
+    pub count: AtomicU64,
+    /// Their sum, ns.
+    pub sum_ns: AtomicU64,
+    /// Values per bucket ([`hist_bucket`]).
+    pub buckets: [AtomicU64; HIST_BUCKETS],
+}
+
+/// `struct elfen_cpu_stats`: one CPU's LC counters (map `cpu_stats`,
+/// mmapped read-only), kept whether or not the CPU sends events.
+#[repr(C)]
+#[derive(Debug)]
+pub struct CpuStats {
+    /// End of the last LC busy period here (0: none yet).
+    pub idle_since_ns: AtomicU64,
+    /// Zero.
+    pub reserved: AtomicU64,
+    /// LC busy periods that ended here.
+    pub busy: Hist,
+    /// Gaps between them (an LC busy period's end to the next one's start).
+    pub gaps: Hist,
+    /// An LC task's wake-up to its switch-in here.
+    pub wake: Hist,
+}
 
 /// `elfen_cpu_slot.flags` bits.
 pub mod flags {
@@ -279,6 +332,9 @@ assert_layout!(RawEvent, 48,
     time_ns @ 0, cpu @ 8, kind @ 12, tid @ 16, tgid @ 20, cgroup_id @ 24, busy_ns @ 32,
     seq @ 40, reserved @ 44);
 const _: () = assert!(std::mem::align_of::<CpuSlot>() == SLOT_SIZE);
+assert_layout!(Hist, 16 + 8 * HIST_BUCKETS, count @ 0, sum_ns @ 8, buckets @ 16);
+assert_layout!(CpuStats, STATS_SIZE, idle_since_ns @ 0, reserved @ 8, busy @ 16, gaps @ 1120,
+    wake @ 2224);
 
 #[cfg(test)]
 mod tests {
@@ -316,6 +372,48 @@ mod tests {
         assert_eq!(offset_of!(E, busy_ns), offset_of!(RawEvent, busy_ns));
         assert_eq!(offset_of!(E, seq), offset_of!(RawEvent, seq));
         assert_eq!(offset_of!(E, reserved), offset_of!(RawEvent, reserved));
+
+        type H = types::elfen_hist;
+        assert_eq!(size_of::<H>(), size_of::<Hist>());
+        assert_eq!(offset_of!(H, count), offset_of!(Hist, count));
+        assert_eq!(offset_of!(H, sum_ns), offset_of!(Hist, sum_ns));
+        assert_eq!(offset_of!(H, buckets), offset_of!(Hist, buckets));
+        type C = types::elfen_cpu_stats;
+        assert_eq!(size_of::<C>(), size_of::<CpuStats>());
+        assert_eq!(
+            offset_of!(C, idle_since_ns),
+            offset_of!(CpuStats, idle_since_ns)
+        );
+        assert_eq!(offset_of!(C, busy), offset_of!(CpuStats, busy));
+        assert_eq!(offset_of!(C, gaps), offset_of!(CpuStats, gaps));
+        assert_eq!(offset_of!(C, wake), offset_of!(CpuStats, wake));
+    }
+
+    /// The buckets: monotonic, each value within a quarter above its
+    /// bucket's low end, the ends as the header says.
+    #[test]
+    fn hist_buckets_are_log_linear() {
+        assert_eq!(
+            (
+                hist_bucket(0),
+                hist_bucket(1),
+                hist_bucket(2),
+                hist_bucket(3)
+            ),
+            (0, 0, 4, 5)
+        );
+        assert_eq!((hist_bucket(4), hist_bucket(5), hist_bucket(7)), (8, 9, 11));
+        assert_eq!(hist_bucket(1 << 20), 80);
+        assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+        let mut last = 0;
+        for v in (1..40)
+            .map(|s| 1u64 << s)
+            .flat_map(|p| [p, p + p / 4, p + p / 2, p * 2 - 1])
+        {
+            let b = hist_bucket(v);
+            assert!(b >= last, "{v}");
+            last = b;
+        }
     }
 
     /// The constants in the header text equal the Rust ones.
@@ -347,6 +445,10 @@ mod tests {
         assert_eq!(define("ELFEN_RING_BYTES"), "(256 * 1024)");
         assert_eq!(RING_BYTES, 256 * 1024);
         assert_eq!(define("ELFEN_WATCH_ON"), WATCH_ON.to_string());
+        assert_eq!(define("ELFEN_HIST_SUB"), HIST_SUB.to_string());
+        assert_eq!(define("ELFEN_HIST_OCTAVES"), HIST_OCTAVES.to_string());
+        assert_eq!(define("ELFEN_HIST_BUCKETS"), HIST_BUCKETS.to_string());
+        assert_eq!(define("ELFEN_MAX_WOKEN"), MAX_WOKEN.to_string());
         assert_eq!(define("ELFEN_SLOT_LC"), "(1u << 0)");
         assert_eq!(flags::LC, 1);
         assert_eq!(define("ELFEN_SLOT_WATCHED"), "(1u << 1)");

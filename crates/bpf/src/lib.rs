@@ -11,9 +11,13 @@
 //!   id, switch time, a seqlock) into a memory-mapped array — one 64-byte
 //!   slot per CPU that a poller reads with plain loads — decides "an LC
 //!   thread runs here" from maps of watched processes and cgroups, keeps
-//!   per-CPU LC busy periods and time, and sends each LC busy/idle
+//!   per-CPU LC busy periods and time — and histograms of the busy
+//!   periods, the gaps between them and the LC's wake-to-run delay
+//!   ([`StatsReader`], mmapped too) — and sends each LC busy/idle
 //!   transition of a watched CPU through a ring buffer with a forced
-//!   wakeup, so a reader can sleep instead of spin.
+//!   wakeup, so a reader can sleep instead of spin; a reader that wants
+//!   no wake-up per edge turns the events off
+//!   ([`SchedSource::set_edge_events`]) and reads the counters on its tick.
 //! - [`PollSource`]: the **coarse** fallback where BPF cannot load —
 //!   `/proc/<tgid>/task/*/stat` scanned at an interval.
 //! - [`Source`]: either of them behind one set of methods, with
@@ -40,6 +44,7 @@ mod sched;
 pub mod skel;
 mod slots;
 mod source;
+mod stats;
 pub mod visibility;
 
 pub use contract::{CpuSlot, LcEvent, SlotSnapshot};
@@ -49,3 +54,4 @@ pub use probe::{LogCapture, Probe, VMLINUX_BTF, check_btf, check_privileges, pro
 pub use sched::{SchedSource, program_exists};
 pub use slots::SlotReader;
 pub use source::{Options, Source};
+pub use stats::{HistCounts, LcCounts, StatsReader};

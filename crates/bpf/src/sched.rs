@@ -2,12 +2,13 @@
 //! mmapped per-CPU slots and its transition-event ring buffer.
 
 use crate::contract::{
-    LcEvent, MAX_CGROUPS, MAX_QUIET_TIDS, MAX_TGIDS, RawEvent, SLOT_SIZE, WATCH_ON,
+    LcEvent, MAX_CGROUPS, MAX_QUIET_TIDS, MAX_TGIDS, RawEvent, SLOT_SIZE, STATS_SIZE, WATCH_ON,
 };
 use crate::error::BpfError;
 use crate::probe::{LogCapture, check_btf, check_privileges};
 use crate::skel::{SchedSkel, SchedSkelBuilder};
 use crate::slots::{Backing, SlotReader};
+use crate::stats::StatsReader;
 use crate::{Options, proc};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
@@ -38,6 +39,7 @@ pub struct SchedSource {
     /// The skeleton's object storage (`Box::into_raw`), freed after `loaded`.
     storage: *mut MaybeUninit<OpenObject>,
     slots: SlotReader,
+    stats: StatsReader,
     queue: Arc<Mutex<VecDeque<LcEvent>>>,
     tgids: BTreeSet<u32>,
     cgroups: BTreeSet<u64>,
@@ -94,17 +96,20 @@ fn load(
         .announced
         .set_max_entries(cpus)
         .map_err(|e| load_err("open", &log)(e))?;
+    open.maps
+        .cpu_stats
+        .set_max_entries(cpus)
+        .map_err(|e| load_err("open", &log)(e))?;
     let mut skel = open.load().map_err(|e| load_err("load", &log)(e))?;
     skel.attach().map_err(|e| load_err("attach", &log)(e))?;
     Ok(skel)
 }
 
-/// Maps the `cpu_slots` array read-only.
-fn map_slots(skel: &SchedSkel<'_>, cpus: u32) -> Result<SlotReader, BpfError> {
+/// Maps `bytes` of a BPF_F_MMAPABLE array read-only: (start, length).
+fn map_array(fd: RawFd, bytes: usize) -> Result<(*mut libc::c_void, usize), BpfError> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let len = (cpus as usize * SLOT_SIZE).div_ceil(page) * page;
-    let fd = skel.maps.cpu_slots.as_fd().as_raw_fd();
+    let len = bytes.div_ceil(page) * page;
     // SAFETY: a fresh shared read-only mapping of a BPF_F_MMAPABLE array fd.
     let ptr = unsafe {
         libc::mmap(
@@ -119,7 +124,21 @@ fn map_slots(skel: &SchedSkel<'_>, cpus: u32) -> Result<SlotReader, BpfError> {
     if ptr == libc::MAP_FAILED {
         return Err(BpfError::Mmap(std::io::Error::last_os_error()));
     }
+    Ok((ptr, len))
+}
+
+/// Maps the `cpu_slots` array read-only.
+fn map_slots(skel: &SchedSkel<'_>, cpus: u32) -> Result<SlotReader, BpfError> {
+    let fd = skel.maps.cpu_slots.as_fd().as_raw_fd();
+    let (ptr, len) = map_array(fd, cpus as usize * SLOT_SIZE)?;
     Ok(SlotReader::new(Backing::Mmap { ptr, len }, cpus))
+}
+
+/// Maps the `cpu_stats` array read-only.
+fn map_stats(skel: &SchedSkel<'_>, cpus: u32) -> Result<StatsReader, BpfError> {
+    let fd = skel.maps.cpu_stats.as_fd().as_raw_fd();
+    let (ptr, len) = map_array(fd, cpus as usize * STATS_SIZE)?;
+    Ok(StatsReader::mapped(ptr, len, cpus))
 }
 
 impl SchedSource {
@@ -150,6 +169,7 @@ impl SchedSource {
         let queue: Arc<Mutex<VecDeque<LcEvent>>> = Arc::default();
         let built = (|| {
             let slots = map_slots(&skel, cpus)?;
+            let stats = map_stats(&skel, cpus)?;
             let q = Arc::clone(&queue);
             let mut rb = RingBufferBuilder::new();
             rb.add(&skel.maps.events, move |data: &[u8]| {
@@ -164,9 +184,9 @@ impl SchedSource {
             let ring = rb
                 .build()
                 .map_err(map_err("events", "ring buffer setup".into()))?;
-            Ok::<_, BpfError>((slots, ring))
+            Ok::<_, BpfError>((slots, stats, ring))
         })();
-        let (slots, ring) = match built {
+        let (slots, stats, ring) = match built {
             Ok(v) => v,
             Err(e) => {
                 drop(skel);
@@ -179,6 +199,7 @@ impl SchedSource {
             loaded: ManuallyDrop::new(Loaded { ring, skel }),
             storage,
             slots,
+            stats,
             queue,
             tgids: BTreeSet::new(),
             cgroups: BTreeSet::new(),
@@ -192,7 +213,8 @@ impl SchedSource {
                 std::ptr::write_volatile(
                     &mut bss.announce_wakeups,
                     u32::from(opts.announce_wakeups),
-                )
+                );
+                std::ptr::write_volatile(&mut bss.edge_events_off, u32::from(!opts.edge_events));
             };
         }
         let all: Vec<u32> = (0..cpus).collect();
@@ -212,6 +234,23 @@ impl SchedSource {
     /// A reader of the per-CPU slots for any thread (cheap to clone).
     pub fn slots(&self) -> &SlotReader {
         &self.slots
+    }
+
+    /// A reader of the per-CPU LC counters for any thread (cheap to clone).
+    pub fn stats(&self) -> &StatsReader {
+        &self.stats
+    }
+
+    /// Whether the program sends events through the ring buffer at all
+    /// (default: [`Options::edge_events`]). Off, no edge wakes the reader
+    /// and none is queued: the slots and the counters ([`SchedSource::stats`])
+    /// are kept all the same, for a reader that takes them on its tick.
+    pub fn set_edge_events(&mut self, on: bool) {
+        if let Some(bss) = self.loaded.skel.maps.bss_data.as_deref_mut() {
+            // SAFETY: a valid, aligned field of the mmapped .bss map; the BPF
+            // program only reads it.
+            unsafe { std::ptr::write_volatile(&mut bss.edge_events_off, u32::from(!on)) };
+        }
     }
 
     /// A consistent copy of `cpu`'s slot.

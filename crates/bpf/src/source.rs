@@ -27,6 +27,10 @@ pub struct Options {
     /// LC runs. The interrupts that wake the reader then come before the
     /// LC's switch-in instead of after it.
     pub announce_wakeups: bool,
+    /// BPF: send LC busy/idle events through the ring buffer (default
+    /// true). Off, no edge wakes a reader; the slots and the per-CPU
+    /// counters ([`Source::stats`]) are kept all the same.
+    pub edge_events: bool,
 }
 
 impl Default for Options {
@@ -36,6 +40,7 @@ impl Default for Options {
             poll_interval_us: 1000,
             fallback: true,
             announce_wakeups: true,
+            edge_events: true,
         }
     }
 }
@@ -92,6 +97,24 @@ impl Source {
     /// A reader of the per-CPU slots for any thread.
     pub fn slots(&self) -> &SlotReader {
         both!(self, s => s.slots())
+    }
+
+    /// BPF: the per-CPU LC counters (busy periods, gaps, wake-to-run
+    /// delay); `None` for the poll fallback, which keeps none.
+    pub fn stats(&self) -> Option<&crate::StatsReader> {
+        match self {
+            Source::Bpf(s) => Some(s.stats()),
+            Source::Poll(..) => None,
+        }
+    }
+
+    /// BPF: whether LC busy/idle events are sent at all (see
+    /// `SchedSource::set_edge_events`). The poll fallback's scanner sends
+    /// them either way.
+    pub fn set_edge_events(&mut self, on: bool) {
+        if let Source::Bpf(s) = self {
+            s.set_edge_events(on);
+        }
     }
 
     /// Whether an LC task runs on `cpu` now (one load).

@@ -553,3 +553,74 @@ fn bpf_watches_a_cgroup_subtree() {
     assert_eq!(n, 0, "after the subtree is unwatched its tasks are not LC");
     drop(child);
 }
+
+/// With the events off, nothing is queued nor wakes the reader, and the
+/// per-CPU counters still follow the child: its busy periods (as many, and
+/// as long in sum, as the slot counts), the gaps between them and the
+/// wake-to-run delay of each wake-up. Turned on again, events come.
+#[test]
+fn bpf_counts_busy_periods_without_events_when_asked() {
+    let cpu = test_cpu();
+    let Some(mut src) = bpf_or_skip(&Options {
+        watched_cpus: Some(vec![cpu]),
+        edge_events: false,
+        ..Options::default()
+    }) else {
+        return;
+    };
+    let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    let stats = src.stats().clone();
+    let before = stats.sum(&[cpu]);
+    let slot_before = src.snapshot(cpu).unwrap();
+    src.watch_tgid(child.pid()).unwrap();
+    let mut events = 0;
+    let end = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < end {
+        events += src.wait_events(Duration::from_millis(50), |_| {}).unwrap();
+    }
+    src.unwatch_tgid(child.pid()).unwrap();
+    std::thread::sleep(Duration::from_millis(20)); // the running period ends
+    let w = stats.sum(&[cpu]).since(&before);
+    let slot = src.snapshot(cpu).unwrap();
+    let (periods, busy_ns) = (
+        slot.lc_periods - slot_before.lc_periods,
+        slot.lc_busy_ns - slot_before.lc_busy_ns,
+    );
+    println!(
+        "events {events}; busy periods {} (slot {periods}), busy {} µs (slot {} µs), gaps {}, \
+         wake-ups {} (mean {} µs)",
+        w.busy.count,
+        w.busy.sum_ns / 1000,
+        busy_ns / 1000,
+        w.gaps.count,
+        w.wake.count,
+        w.wake.sum_ns / w.wake.count.max(1) / 1000
+    );
+    assert_eq!(events, 0, "no event while they are off");
+    // the child runs ~2 ms and sleeps ~2 ms: ~125 periods in 500 ms
+    assert!(w.busy.count >= 20, "busy periods counted: {}", w.busy.count);
+    assert_eq!(w.busy.count, periods, "as many as the slot began");
+    assert_eq!(w.busy.sum_ns, busy_ns, "as long as the slot's sum");
+    assert_eq!(w.busy.buckets.iter().sum::<u64>(), w.busy.count);
+    assert!(
+        w.gaps.count + 1 >= w.busy.count,
+        "a gap before each but the first"
+    );
+    assert!(w.wake.count >= 10, "its wake-ups timed: {}", w.wake.count);
+    assert!(
+        w.wake.count <= w.busy.count + w.gaps.count,
+        "at most one per switch-in"
+    );
+
+    src.set_edge_events(true);
+    let child2 = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    src.watch_tgid(child2.pid()).unwrap();
+    let (busy, idle) = busy_and_idle(
+        |t, f| src.wait_events(t, f).unwrap(),
+        child2.pid(),
+        cpu,
+        Duration::from_secs(10),
+    );
+    assert!(busy.is_some() && idle.is_some(), "events once on again");
+    drop(child);
+}

@@ -164,6 +164,14 @@ fn run_daemon(path: &Path, check: bool) -> anyhow::Result<()> {
         for n in &plan.notes {
             println!("note: {n}");
         }
+        for r in plan
+            .config
+            .batch
+            .iter()
+            .filter_map(|b| b.request_lane_risk())
+        {
+            println!("warning: {r}");
+        }
         print!("{}", plan.describe());
         println!("configuration {} is valid", path.display());
         return Ok(());

@@ -81,6 +81,8 @@ pub struct Snapshot {
     pub writer_events: u64,
     /// Writer: lanes reconciled from the slots.
     pub writer_reconciled: u64,
+    /// Writer: off the busy edges now (the kernel counts).
+    pub writer_off_edges: bool,
     /// LC restarts found.
     pub lc_restarts: u64,
     /// Same-named processes of another user not adopted as the LC.
@@ -200,6 +202,15 @@ pub const DAEMON_METRICS: &[MetricDesc] = &[
         labels: &[],
         help: "LC busy/idle transitions the writer received",
         samples: |s| one(Value::Int(s.writer_events)),
+    },
+    MetricDesc {
+        name: "elfen_writer_off_edges",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "1 while the writer takes no wake-up per LC busy edge (no guard, freezer or \
+               blind isolation woken by it is applied: the kernel counts the busy periods, \
+               read on the writer's tick), else 0",
+        samples: |s| one(Value::Int(u64::from(s.writer_off_edges))),
     },
     MetricDesc {
         name: "elfen_writer_reconciled_total",

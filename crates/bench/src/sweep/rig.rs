@@ -21,7 +21,7 @@ use elfen_daemon::config::{BlindSection, BlindWake, GuardSection};
 use elfen_daemon::protection::auto::Auto;
 use elfen_daemon::protection::fit::KnobCosts;
 use elfen_daemon::protection::{Env, Lane, Settings, costs};
-use elfen_daemon::writer::{Hold, LcWriter, LcWriterHandle, WriterOptions};
+use elfen_daemon::writer::{Edges, Hold, LcWriter, LcWriterHandle, WriterOptions};
 use elfen_results::Skipped;
 use elfen_shm::{Access, LaneSpec, Page, PageSpec, page_path};
 use std::sync::atomic::AtomicBool;
@@ -379,6 +379,13 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         source: elfen_bpf::Options {
             announce_wakeups: spec.lc.announce_wakeups,
             ..elfen_bpf::Options::default()
+        },
+        // batch threads running a policy nap on the LC line at each edge;
+        // the daemon's modes need the edges while their bells are armed
+        edges: if spec.configs.iter().any(|c| c.policy().is_some()) {
+            Edges::Always
+        } else {
+            Edges::WhileArmed
         },
         ..WriterOptions::default()
     };

@@ -40,6 +40,22 @@
  *                           CPU's own sched_switch. Races are benign (at
  *                           worst one extra or one missed early event).
  *
+ *   struct elfen_cpu_stats  one per possible CPU in the BPF_F_MMAPABLE array
+ *                           map `cpu_stats`: the LC's busy periods, the
+ *                           gaps between them and its wake-to-run delays on
+ *                           that CPU, as histograms. Written ONLY by the BPF
+ *                           program on that CPU (sched_switch), read by user
+ *                           space on its tick (no seqlock: a copy may be off
+ *                           by the one period being counted).
+ *   lc_woken (LRU hash)     tid -> bpf_ktime_get_ns() of an LC task's last
+ *                           wake-up (sched_wakeup), taken and deleted at its
+ *                           switch-in (its wake-to-run delay). Written and
+ *                           read by BPF only.
+ *
+ *   edge_events_off (.bss)  1: no event is sent through the ring buffer (a
+ *                           reader that takes the counters on its tick and
+ *                           wants no wake-up per edge); set by user space.
+ *
  *   struct elfen_lc_event   one per LC busy/idle transition on a watched CPU,
  *                           and one WAKE when an LC task is woken onto a
  *                           watched CPU that runs no LC task; written by BPF
@@ -66,7 +82,7 @@ typedef uint64_t __u64;
 #endif
 
 /* Version of this contract; stored in every slot's `abi` field by BPF. */
-#define ELFEN_BPF_ABI 2
+#define ELFEN_BPF_ABI 3
 
 /* Size of one per-CPU slot: one cache line. */
 #define ELFEN_SLOT_SIZE 64
@@ -97,6 +113,18 @@ typedef uint64_t __u64;
  * within it is not woken for, and the reader keeps the lane busy that long
  * waiting for the switch-in. */
 #define ELFEN_ANNOUNCE_NS 1000000ULL
+
+/* The histograms of struct elfen_cpu_stats: log-linear, ELFEN_HIST_SUB
+ * buckets per power of two of ns from 1 ns to 2^ELFEN_HIST_OCTAVES ns
+ * (~17 s; longer values land in the last bucket). Bucket of v (v >= 1,
+ * o = floor(log2 v)): o * SUB + ((v >> (o - 2)) & 3) for o >= 2, else
+ * o * SUB + min(v - 2^o, 3); the daemon's profile uses the same buckets. */
+#define ELFEN_HIST_SUB 4
+#define ELFEN_HIST_OCTAVES 34
+#define ELFEN_HIST_BUCKETS 136
+
+/* Most LC tasks whose wake-up waits for their switch-in (lc_woken). */
+#define ELFEN_MAX_WOKEN 4096
 
 /* Value stored in the watch maps. */
 #define ELFEN_WATCH_ON 1
@@ -161,6 +189,30 @@ struct elfen_lc_event {
 };
 
 /*
+ * A histogram of durations (see ELFEN_HIST_*): values recorded, their sum
+ * and the count per bucket.
+ */
+struct elfen_hist {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 buckets[ELFEN_HIST_BUCKETS];
+};
+
+/*
+ * One CPU's LC counters (map `cpu_stats`), kept on every CPU whether or not
+ * it sends events: what a reader that is not woken per edge takes on its
+ * tick. The LC busy periods begun and their total time are the slot's
+ * (lc_periods, lc_busy_ns).
+ */
+struct elfen_cpu_stats {
+	__u64 idle_since_ns;      /* 0: the end of the last LC busy period (0: none yet) */
+	__u64 reserved;           /* 8: zero */
+	struct elfen_hist busy;   /* 16: LC busy periods that ended, ns */
+	struct elfen_hist gaps;   /* 1120: from an LC busy period's end to the next one's start, ns */
+	struct elfen_hist wake;   /* 2224: an LC task's wake-up to its switch-in, ns */
+};
+
+/*
  * A cached answer to "is this cgroup in a watched subtree" (cgroup_verdicts).
  */
 struct elfen_cgroup_verdict {
@@ -183,6 +235,12 @@ _Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_slot, dropped) == 56, "slot.dropp
 _Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_slot, abi) == 60, "slot.abi");
 _Static_assert(sizeof(struct elfen_lc_event) == 48, "event size");
 _Static_assert(sizeof(struct elfen_cgroup_verdict) == 8, "verdict size");
+_Static_assert(ELFEN_HIST_BUCKETS == ELFEN_HIST_SUB * ELFEN_HIST_OCTAVES, "hist buckets");
+_Static_assert(sizeof(struct elfen_hist) == 16 + 8 * ELFEN_HIST_BUCKETS, "hist size");
+_Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_stats, busy) == 16, "stats.busy");
+_Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_stats, gaps) == 1120, "stats.gaps");
+_Static_assert(ELFEN_OFFSETOF(struct elfen_cpu_stats, wake) == 2224, "stats.wake");
+_Static_assert(sizeof(struct elfen_cpu_stats) == 3328, "stats size");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_lc_event, cpu) == 8, "event.cpu");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_lc_event, tid) == 16, "event.tid");
 _Static_assert(ELFEN_OFFSETOF(struct elfen_lc_event, cgroup_id) == 24, "event.cgroup_id");

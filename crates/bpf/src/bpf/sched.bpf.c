@@ -31,6 +31,12 @@
  * takes interrupts between CPUs; started at the LC's wake-up they overlap
  * with the LC's own way onto its CPU instead of following its switch-in.
  * The BUSY of that switch-in then does not wake the reader again.
+ *
+ * Every CPU also keeps counters of the LC (cpu_stats): histograms of its
+ * busy periods, of the gaps between them and of its tasks' wake-to-run
+ * delay (the wake-up's time kept per task in lc_woken until its
+ * switch-in). A reader that wants no wake-up per edge sets
+ * edge_events_off and takes them, with the slots, on its own tick.
  */
 #include "core.h"
 #include <bpf/bpf_helpers.h>
@@ -89,6 +95,26 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } announced SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, ELFEN_CPUS_PLACEHOLDER);
+	__type(key, __u32);
+	__type(value, struct elfen_cpu_stats);
+} cpu_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ELFEN_MAX_WOKEN);
+	__type(key, __u32);
+	__type(value, __u64);
+} lc_woken SEC(".maps");
+
+/* Whether no event at all is sent through the ring buffer (1), set by user
+ * space through the skeleton's .bss: the reader then takes the counters
+ * (slots, cpu_stats) on its own tick and is woken by no edge. */
+__u32 edge_events_off = 0;
 
 /* Number of entries in watch_cgroups, kept by user space (through the
  * skeleton's .bss): the cgroup lookup is skipped while it is 0. */
@@ -192,6 +218,44 @@ static __always_inline bool is_lc(__u32 tgid, struct cgroup *cg, __u64 cgid)
 	return nr_watched_cgroups && in_watched_subtree(cg, cgid);
 }
 
+/* floor(log2(v)) for v >= 1 (BPF has no count-leading-zeros). */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+/* Records `ns` in h (see ELFEN_HIST_* for the buckets). */
+static __always_inline void hist_record(struct elfen_hist *h, __u64 ns)
+{
+	__u64 v = ns ? ns : 1;
+	__u32 o = log2_u64(v);
+	__u32 sub;
+	if (o >= 2) {
+		sub = (v >> (o - 2)) & 3;
+	} else {
+		sub = v - (1ULL << o);
+		if (sub > 3)
+			sub = 3;
+	}
+	__u32 b = o * ELFEN_HIST_SUB + sub;
+	if (b >= ELFEN_HIST_BUCKETS)
+		b = ELFEN_HIST_BUCKETS - 1;
+	/* a bound the verifier sees whatever clang made of the one above */
+	asm volatile("" : "+r"(b));
+	if (b >= ELFEN_HIST_BUCKETS)
+		return;
+	h->buckets[b] += 1;
+	h->count += 1;
+	h->sum_ns += ns;
+}
+
 static __always_inline bool is_watched(__u32 cpu)
 {
 	__u32 *w = bpf_map_lookup_elem(&watch_cpus, &cpu);
@@ -238,7 +302,34 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 	s->abi = ELFEN_BPF_ABI;
 	__u32 seq = __sync_fetch_and_add(&s->seq, 1) + 1;
 
-	if (watched && lc != was_lc) {
+	/* the counters a reader takes on its tick: written on this CPU only,
+	 * like the slot */
+	struct elfen_cpu_stats *st = 0;
+	if (lc && !was_lc) {
+		st = bpf_map_lookup_elem(&cpu_stats, &cpu);
+		if (st && st->idle_since_ns)
+			hist_record(&st->gaps, now - st->idle_since_ns);
+	} else if (!lc && was_lc) {
+		st = bpf_map_lookup_elem(&cpu_stats, &cpu);
+		if (st) {
+			hist_record(&st->busy, busy_ns);
+			st->idle_since_ns = now;
+		}
+	}
+	if (lc && tid) {
+		/* an LC task switched in after its wake-up (busy already or not) */
+		__u64 *woken = bpf_map_lookup_elem(&lc_woken, &tid);
+		if (woken) {
+			__u64 at = *woken;
+			bpf_map_delete_elem(&lc_woken, &tid);
+			if (!st)
+				st = bpf_map_lookup_elem(&cpu_stats, &cpu);
+			if (st && at && now > at)
+				hist_record(&st->wake, now - at);
+		}
+	}
+
+	if (watched && lc != was_lc && !edge_events_off) {
 		/* a BUSY the reader was woken for by its WAKE waits for the
 		 * reader's next wake-up */
 		__u64 flags = BPF_RB_FORCE_WAKEUP;
@@ -269,15 +360,23 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(elfen_sched_wakeup, struct task_struct *p)
 {
-	if (!announce_wakeups || !bpf_core_field_exists(p->thread_info.cpu))
-		return 0;
-	__u32 cpu = p->thread_info.cpu;
-	if (!is_watched(cpu))
-		return 0;
 	__u32 tgid = p->tgid;
+	if (!tgid)
+		return 0;
 	struct cgroup *cg = task_cgroup(p);
 	__u64 cgid = cgroup_id_of(cg);
 	if (!is_lc(tgid, cg, cgid))
+		return 0;
+	/* the start of its wake-to-run delay, taken at its switch-in */
+	__u32 tid = p->pid;
+	__u64 woke = bpf_ktime_get_ns();
+	bpf_map_update_elem(&lc_woken, &tid, &woke, BPF_ANY);
+
+	if (!announce_wakeups || edge_events_off ||
+	    !bpf_core_field_exists(p->thread_info.cpu))
+		return 0;
+	__u32 cpu = p->thread_info.cpu;
+	if (!is_watched(cpu))
 		return 0;
 	struct elfen_cpu_slot *s = bpf_map_lookup_elem(&cpu_slots, &cpu);
 	if (!s || (s->flags & ELFEN_SLOT_LC))

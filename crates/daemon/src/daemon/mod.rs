@@ -235,6 +235,14 @@ pub fn run(plan: Plan, stop: &AtomicBool) -> Result<ShutdownReport, DaemonError>
     for n in &plan.notes {
         log(n);
     }
+    for r in plan
+        .config
+        .batch
+        .iter()
+        .filter_map(|b| b.request_lane_risk())
+    {
+        crate::logging::warn(r);
+    }
     log(format!("starting\n{}", plan.describe().trim_end()));
     let every = Duration::from_millis(plan.config.heartbeat_ms);
     let mut d = Daemon::start(plan)?;

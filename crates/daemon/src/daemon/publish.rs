@@ -83,9 +83,13 @@ impl Daemon {
             .as_ref()
             .map(|e| e.guard_counts())
             .unwrap_or_default();
-        let (events, reconciled) = self.writer.as_ref().map_or((0, 0), |w| {
+        let (events, reconciled, off_edges) = self.writer.as_ref().map_or((0, 0, false), |w| {
             let s = w.stats();
-            (s.events.load(Relaxed), s.reconciled.load(Relaxed))
+            (
+                s.events.load(Relaxed),
+                s.reconciled.load(Relaxed),
+                s.off_edges.load(Relaxed),
+            )
         });
         let repaired = self.recovered.actions.len() as u64;
         let restarts = self.lc_restarts;
@@ -130,7 +134,7 @@ impl Daemon {
         let cpu = self.cpu();
         let hold_ns = self.env.as_ref().map_or(0, |e| e.hold());
         let (periods, busy) = self.writer.as_ref().map_or((0, Default::default()), |w| {
-            let b = w.profile().busy.snapshot();
+            let b = w.profile().snapshot(elfen_shm::clock::monotonic_ns()).busy;
             (b.count, b)
         });
         let isolation = self
@@ -144,6 +148,7 @@ impl Daemon {
             s.guards = guards;
             s.writer_events = events;
             s.writer_reconciled = reconciled;
+            s.writer_off_edges = off_edges;
             s.lc_restarts = restarts;
             s.lc_ignored = h.lc_ignored;
             s.lc_followed = followed;

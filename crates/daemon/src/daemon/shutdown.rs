@@ -46,10 +46,18 @@ impl std::fmt::Display for ShutdownReport {
         if let Some(w) = &self.writer {
             writeln!(
                 f,
-                "writer: {} events, {} busy periods, {} reconciled from the slots ({} stale), {} \
-                 dropped by BPF, {} windows at SCHED_OTHER past its real-time bound; busy edge → \
-                 writer running {}",
-                w.events, w.begins, w.reconciled, w.stale, w.dropped, w.rt_demotions, w.wake
+                "writer: {} events, {} busy periods followed at their edges and {} counted by \
+                 the kernel (off the edges), {} reconciled from the slots ({} stale), {} dropped \
+                 by BPF, {} windows at SCHED_OTHER past its real-time bound; busy edge → writer \
+                 running {}",
+                w.events,
+                w.begins,
+                w.kernel_periods,
+                w.reconciled,
+                w.stale,
+                w.dropped,
+                w.rt_demotions,
+                w.wake
             )?;
         }
         if let Some(e) = &self.writer_error {

@@ -12,7 +12,7 @@ use crate::lc::{DiscoveryOptions, Notice};
 use crate::plan::Plan;
 use crate::protection::fit::KnobCosts;
 use crate::protection::{Cgroup, Driver, Env, Lane, Settings, Target};
-use crate::writer::{Hold, LcWriter, LcWriterHandle, WriterOptions};
+use crate::writer::{Edges, Hold, LcWriter, LcWriterHandle, WriterOptions};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -360,6 +360,7 @@ fn writer_options(
             poll_interval_us: cfg.signal.poll_interval_us,
             fallback: cfg.signal.fallback,
             announce_wakeups: cfg.signal.announce_wakeups,
+            ..elfen_bpf::Options::default()
         },
         priority: cfg.writer_priority(),
         cpus: Some(plan.writer_cpus.clone()),
@@ -380,6 +381,22 @@ fn writer_options(
         cpu_bells,
         hold,
         bound,
+        edges: writer_edges(plan),
+    }
+}
+
+/// When the writer follows every busy edge: always where a group may be
+/// cooperative (its instrumented threads nap on the LC lines), else only
+/// while a guard, freezer or blind isolation woken by it is applied.
+fn writer_edges(plan: &Plan) -> Edges {
+    if plan
+        .groups
+        .iter()
+        .any(|g| g.rungs.contains(&Mode::Cooperative))
+    {
+        Edges::Always
+    } else {
+        Edges::WhileArmed
     }
 }
 

@@ -70,7 +70,8 @@ pub(super) fn group_plan(
     if !existing {
         placement::check_delegated_controllers(i, ctx.placement, h, &controllers)?;
     }
-    let cpu_idle_offered = check_group_dirs(ctx, &f, &path, &source, &controllers, idle)?;
+    let cpu_idle_offered = check_group_dirs(ctx, &f, &path, &source, &controllers, idle)
+        .map_err(|e| idle_confinement_hint(b, e))?;
     let cpu_yield = (idle.is_some() && controllers.contains(&Controller::Cpu))
         .then(|| cpu_yield(h, &path, existing, delegated, cpu_idle_offered));
     if let Some(y) = &cpu_yield {
@@ -92,6 +93,24 @@ pub(super) fn group_plan(
         follows: b.follows(),
         iso: Default::default(),
     })
+}
+
+/// An existing group missing from the cpuset hierarchy that mode idle
+/// confines by default: says why the cpuset is needed and how not to.
+fn idle_confinement_hint(b: &crate::config::BatchSection, e: ConfigError) -> ConfigError {
+    if b.mode == Mode::Idle && b.confine.is_none() && e.reason.contains("/cpuset/") {
+        ConfigError::new(
+            e.field.clone(),
+            format!(
+                "{}: mode idle confines the group to the batch lanes by default (its cpuset): \
+                 create it in the cpuset hierarchy too, or set confine = false to let it run on \
+                 the request lanes (said at start)",
+                e.reason
+            ),
+        )
+    } else {
+        e
+    }
 }
 
 /// How a group in a yielding mode (guard, idle, auto) yields: its

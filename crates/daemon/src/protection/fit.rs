@@ -325,6 +325,7 @@ mod tests {
             at_ns: n * (busy_us + gap_us) * 1000,
             busy: HistSnapshot::of(&vec![busy_us * 1000; n as usize]),
             gaps: HistSnapshot::of(&vec![gap_us * 1000; n as usize]),
+            wake: HistSnapshot::default(),
         }
     }
 

@@ -10,8 +10,17 @@
 //! The histogram is log-linear: four buckets per power of two from 1 ns to
 //! ~17 s (a value's bucket is known within 25 %), plus the exact count and
 //! sum, so means are exact and quantiles within a bucket.
+//!
+//! The BPF signal source keeps the same histograms in the kernel, per CPU
+//! (`elfen_bpf::StatsReader`, the same buckets): while the writer is not
+//! woken per edge ([`Profile::count_in_kernel`]) the busy periods and gaps
+//! of that time are the kernel's, read at each snapshot; and the LC's
+//! wake-to-run delay (a wake-up to its switch-in) comes from the kernel
+//! alone.
 
+use elfen_bpf::{HistCounts, LcCounts, StatsReader};
 use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -22,6 +31,8 @@ const SUB: usize = 4;
 const OCTAVES: usize = 34;
 /// Buckets in a histogram.
 pub const BUCKETS: usize = SUB * OCTAVES;
+// the kernel's histograms are added bucket by bucket
+const _: () = assert!(BUCKETS == elfen_bpf::contract::HIST_BUCKETS);
 
 /// The bucket of `v` ns.
 fn bucket(v: u64) -> usize {
@@ -84,6 +95,15 @@ impl Histogram {
         self.sum_ns.fetch_add(ns, Relaxed);
     }
 
+    /// Adds counts taken elsewhere (the kernel's, same buckets).
+    fn add(&self, c: &HistCounts) {
+        for (b, &n) in self.buckets.iter().zip(&c.buckets) {
+            b.fetch_add(n, Relaxed);
+        }
+        self.count.fetch_add(c.count, Relaxed);
+        self.sum_ns.fetch_add(c.sum_ns, Relaxed);
+    }
+
     /// A copy.
     pub fn snapshot(&self) -> HistSnapshot {
         HistSnapshot {
@@ -135,6 +155,25 @@ impl HistSnapshot {
             count: self.count.saturating_sub(earlier.count),
             sum_ns: self.sum_ns.saturating_sub(earlier.sum_ns),
         }
+    }
+
+    /// Counts of the kernel's (same buckets) as a snapshot.
+    pub fn of_kernel(c: &HistCounts) -> HistSnapshot {
+        HistSnapshot {
+            buckets: c.buckets.clone(),
+            count: c.count,
+            sum_ns: c.sum_ns,
+        }
+    }
+
+    /// Adds counts of the kernel's (same buckets).
+    fn plus(mut self, c: &HistCounts) -> HistSnapshot {
+        for (b, &n) in self.buckets.iter_mut().zip(&c.buckets) {
+            *b += n;
+        }
+        self.count += c.count;
+        self.sum_ns += c.sum_ns;
+        self
     }
 
     /// The mean, ns (0 when empty).
@@ -205,15 +244,30 @@ impl HistSnapshot {
 }
 
 /// What the writer records: busy periods and the gaps between them, over
-/// every request lane.
+/// every request lane — itself at each edge, or the kernel while it is not
+/// woken per edge.
 #[derive(Debug)]
 pub struct Profile {
-    /// Busy periods (the LC on its CPU), ns.
-    pub busy: Histogram,
-    /// Idle gaps (an idle edge to the next busy edge), ns.
-    pub gaps: Histogram,
+    /// Busy periods (the LC on its CPU) the writer recorded, ns.
+    busy: Histogram,
+    /// Idle gaps (an idle edge to the next busy edge) it recorded, ns.
+    gaps: Histogram,
     /// When recording began (`CLOCK_MONOTONIC` ns).
     started_ns: u64,
+    /// The kernel's counters of the request lanes, once followed.
+    kernel: Mutex<Option<Kernel>>,
+}
+
+/// The kernel's counters of the request lanes' CPUs.
+#[derive(Debug)]
+struct Kernel {
+    stats: StatsReader,
+    cpus: Vec<u32>,
+    /// When they were first followed.
+    start: LcCounts,
+    /// When the kernel began counting for the writer (`None` while the
+    /// writer records each edge itself).
+    base: Option<LcCounts>,
 }
 
 impl Default for Profile {
@@ -222,11 +276,62 @@ impl Default for Profile {
             busy: Histogram::default(),
             gaps: Histogram::default(),
             started_ns: crate::guard::monotonic_now_ns(),
+            kernel: Mutex::new(None),
         }
     }
 }
 
 impl Profile {
+    /// Records a busy period that ended (the writer, at an idle edge).
+    pub fn record_busy(&self, ns: u64) {
+        self.busy.record(ns);
+    }
+
+    /// Records a gap that ended (the writer, at a busy edge).
+    pub fn record_gap(&self, ns: u64) {
+        self.gaps.record(ns);
+    }
+
+    /// Follows the kernel's counters of `cpus` (the request lanes): their
+    /// wake-to-run delays from now on, and their busy periods and gaps
+    /// while [`Profile::count_in_kernel`] says so.
+    pub fn follow_kernel(&self, stats: StatsReader, cpus: Vec<u32>) {
+        let start = stats.sum(&cpus);
+        *self.kernel.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kernel {
+            stats,
+            cpus,
+            start,
+            base: None,
+        });
+    }
+
+    /// Whether the kernel counts the busy periods and gaps (the writer is
+    /// not woken per edge) from now on, or the writer records them again:
+    /// what the kernel counted meanwhile joins the writer's records.
+    /// Nothing without [`Profile::follow_kernel`].
+    pub fn count_in_kernel(&self, on: bool) {
+        let mut k = self.kernel.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(k) = k.as_mut() else { return };
+        let now = k.stats.sum(&k.cpus);
+        if let Some(base) = k.base.take() {
+            let d = now.since(&base);
+            self.busy.add(&d.busy);
+            self.gaps.add(&d.gaps);
+        }
+        if on {
+            k.base = Some(now);
+        }
+    }
+
+    /// Whether the kernel counts the busy periods and gaps now.
+    pub fn counted_in_kernel(&self) -> bool {
+        self.kernel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|k| k.base.is_some())
+    }
+
     /// Everything recorded so far, as a window from the start.
     pub fn since_start(&self, now_ns: u64) -> ProfileSnapshot {
         let mut w = self.snapshot(now_ns);
@@ -236,10 +341,27 @@ impl Profile {
 
     /// A copy, taken at `at_ns` (`CLOCK_MONOTONIC`).
     pub fn snapshot(&self, at_ns: u64) -> ProfileSnapshot {
+        let (mut busy, mut gaps) = (self.busy.snapshot(), self.gaps.snapshot());
+        let mut wake = HistSnapshot::default();
+        if let Some(k) = self
+            .kernel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            let now = k.stats.sum(&k.cpus);
+            if let Some(base) = &k.base {
+                let d = now.since(base);
+                busy = busy.plus(&d.busy);
+                gaps = gaps.plus(&d.gaps);
+            }
+            wake = HistSnapshot::of_kernel(&now.wake.since(&k.start.wake));
+        }
         ProfileSnapshot {
             at_ns,
-            busy: self.busy.snapshot(),
-            gaps: self.gaps.snapshot(),
+            busy,
+            gaps,
+            wake,
         }
     }
 }
@@ -253,6 +375,10 @@ pub struct ProfileSnapshot {
     pub busy: HistSnapshot,
     /// Gaps.
     pub gaps: HistSnapshot,
+    /// The LC's wake-to-run delays (a wake-up to its switch-in on a request
+    /// lane; the kernel's, empty without the BPF source).
+    #[serde(default)]
+    pub wake: HistSnapshot,
 }
 
 impl ProfileSnapshot {
@@ -262,6 +388,7 @@ impl ProfileSnapshot {
             at_ns: self.at_ns.saturating_sub(earlier.at_ns),
             busy: self.busy.since(&earlier.busy),
             gaps: self.gaps.since(&earlier.gaps),
+            wake: self.wake.since(&earlier.wake),
         }
     }
 
@@ -323,6 +450,17 @@ mod tests {
                 assert!(lo <= v && v as f64 <= lo as f64 * 1.26, "{v}: {lo}");
             }
         }
+    }
+
+    #[test]
+    fn buckets_are_the_kernels() {
+        for s in 0..64 {
+            let p = 1u64 << s;
+            for v in [p, p + 1, p + p / 4, p + p / 2, p + 3 * (p / 4), p | (p - 1)] {
+                assert_eq!(bucket(v), elfen_bpf::contract::hist_bucket(v), "{v}");
+            }
+        }
+        assert_eq!(bucket(0), elfen_bpf::contract::hist_bucket(0));
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub(super) struct Lane {
     pub(super) busy_start_ns: u64,
     /// The last idle edge, ns (0: none yet).
     pub(super) idle_since_ns: u64,
+    /// The kernel's count of busy periods ended on the lane's CPU and
+    /// their time (ns) when last added to the LC line (off the edges).
+    pub(super) counted: (u64, u64),
 }
 
 /// Where a lane's transitions are recorded.
@@ -126,8 +129,7 @@ pub(super) fn set_busy(
         rec.stats.begins.fetch_add(1, Relaxed);
         if l.idle_since_ns > 0 {
             rec.profile
-                .gaps
-                .record(time_ns.saturating_sub(l.idle_since_ns).max(1));
+                .record_gap(time_ns.saturating_sub(l.idle_since_ns).max(1));
         }
         l.busy_start_ns = time_ns;
         for b in &l.bells {
@@ -141,7 +143,7 @@ pub(super) fn set_busy(
         rec.stats.ends.fetch_add(1, Relaxed);
         let len = busy_ns.unwrap_or_else(|| time_ns.saturating_sub(l.busy_start_ns));
         if l.busy_start_ns > 0 {
-            rec.profile.busy.record(len.max(1));
+            rec.profile.record_busy(len.max(1));
         }
         l.idle_since_ns = time_ns;
         rec.edges.set(l.lc.lane(), time_ns);
@@ -171,6 +173,7 @@ mod tests {
             announced: None,
             busy_start_ns: 0,
             idle_since_ns: 0,
+            counted: (0, 0),
         }
     }
 

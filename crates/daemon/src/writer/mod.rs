@@ -101,6 +101,26 @@ pub struct WriterOptions {
     /// bound's share of the CPU (past it, SCHED_OTHER for the rest of a
     /// 100 ms window).
     pub bound: SpinBound,
+    /// When the writer follows every busy edge (see [`Edges`]).
+    pub edges: Edges,
+}
+
+/// When the writer is woken at every LC busy edge. Off the edges (the BPF
+/// source only) the kernel counts the busy periods, gaps and wake-to-run
+/// delays (`elfen_bpf::StatsReader`) and the writer takes them on its tick
+/// — every `max_wait` or discovery interval — into the [`Profile`] and the
+/// request lanes' LC lines (completed requests and their time; the lines
+/// stay idle, nobody steps aside for them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edges {
+    /// Always: something reads the LC lines at each edge (instrumented
+    /// batch threads napping on them, in mode cooperative or the harness's
+    /// policies).
+    Always,
+    /// While one of its bells is armed (a guard, a freezer or blind
+    /// isolation woken by events is applied); the modes the kernel protects
+    /// alone (idle) cost no wake-up per edge.
+    WhileArmed,
 }
 
 /// The writer's hold of its one batch lane (see the module docs): set by
@@ -206,6 +226,7 @@ impl Default for WriterOptions {
             extra_cpus: Vec::new(),
             hold: None,
             bound: crate::config::GuardSection::default().spin_bound().0,
+            edges: Edges::Always,
         }
     }
 }
@@ -225,6 +246,13 @@ pub struct WriterStats {
     /// Times a slot named a task that /proc said no longer ran there while
     /// an LC thread was runnable there: the lane taken as busy.
     pub stale: AtomicU64,
+    /// Whether the writer is off the busy edges now (the kernel counts;
+    /// see [`Edges`]).
+    pub off_edges: std::sync::atomic::AtomicBool,
+    /// Switches between following the edges and the kernel's counts.
+    pub edge_switches: AtomicU64,
+    /// Busy periods the kernel counted while the writer was off the edges.
+    pub kernel_periods: AtomicU64,
 }
 
 /// What a stopped writer reports.
@@ -241,6 +269,10 @@ pub struct WriterReport {
     /// Stale slots seen (see [`WriterStats::stale`]).
     #[serde(default)]
     pub stale: u64,
+    /// Busy periods the kernel counted while the writer was off the edges
+    /// (see [`Edges`]).
+    #[serde(default)]
+    pub kernel_periods: u64,
     /// Events the BPF program dropped (full ring buffer), request lanes.
     pub dropped: u64,
     /// 100 ms windows in which the writer's own work reached its real-time

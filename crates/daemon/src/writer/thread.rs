@@ -3,7 +3,7 @@
 
 use super::lane::{Lane, Record, on_event, reconciled, set_busy, slot_is_stale};
 use super::spin::{Spin, may_spin};
-use super::{Hold, WriterOptions, WriterReport};
+use super::{Edges, Hold, WriterOptions, WriterReport};
 use crate::blind::OwnThreads;
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
@@ -56,6 +56,7 @@ pub(super) fn setup(
             announced: None,
             busy_start_ns: 0,
             idle_since_ns: 0,
+            counted: (0, 0),
         });
     }
     let (disc, n) = Discovery::start(target, opts.discovery, &mut src)?;
@@ -114,9 +115,27 @@ pub(super) fn run(
     let mut demoted = false;
     let me = elfen_cmd::proc::gettid();
     let mut quiet_gen = None;
+    if let Some(st) = src.stats() {
+        rec.profile
+            .follow_kernel(st.clone(), lanes.iter().map(|l| l.cpu).collect());
+    }
+    let mut off_edges = false;
     let result = loop {
         if stop.load(Relaxed) {
             break Ok(());
+        }
+        let want_off = src.stats().is_some() && !edges_wanted(&opts);
+        if want_off != off_edges {
+            off_edges = want_off;
+            switch_edges(
+                &mut src,
+                &mut lanes,
+                off_edges,
+                woke_now(),
+                &mut wake,
+                &rec,
+                &opts,
+            );
         }
         if let Some(q) = quiet.get().filter(|q| quiet_gen != Some(q.generation())) {
             quiet_gen = Some(q.generation());
@@ -139,6 +158,20 @@ pub(super) fn run(
         let timeout = Duration::from_millis(ms.max(1) as u64);
         if let Err(e) = src.wait_events(timeout, |e| events.push(e)) {
             break Err(DaemonError::from(e));
+        }
+        if off_edges {
+            // the kernel counts; its counts join the LC lines on this tick
+            events.clear();
+            count_from_kernel(&src, &mut lanes, rec.stats);
+            let now = Instant::now();
+            if disc.until_next(now).is_zero() {
+                disc.tick(&mut src, now, &mut notes);
+                if !notes.is_empty() {
+                    *lc_pids.lock().unwrap_or_else(|p| p.into_inner()) = disc.pids();
+                    notes.drain(..).for_each(notify);
+                }
+            }
+            continue;
         }
         let timed_out = events.is_empty();
         let woke_ns = elfen_shm::clock::monotonic_ns();
@@ -219,10 +252,87 @@ pub(super) fn run(
         ends: stats.ends.load(Relaxed),
         reconciled: stats.reconciled.load(Relaxed),
         stale: stats.stale.load(Relaxed),
+        kernel_periods: stats.kernel_periods.load(Relaxed),
         dropped,
         rt_demotions: own.demotions,
         wake: LatencySummary::of(&wake),
     })
+}
+
+fn woke_now() -> u64 {
+    elfen_shm::clock::monotonic_ns()
+}
+
+/// Whether anything needs the writer at every busy edge now (see
+/// [`Edges`]).
+fn edges_wanted(opts: &WriterOptions) -> bool {
+    match opts.edges {
+        Edges::Always => true,
+        Edges::WhileArmed => {
+            opts.bells.iter().any(|(_, b)| b.is_armed())
+                || opts.cpu_bells.iter().any(|b| b.is_armed())
+        }
+    }
+}
+
+/// Off the busy edges (`off`) or back on them, at `now_ns`. Off: the events
+/// stop, those queued are handled, each LC line ends its open request
+/// (nobody reads it per edge now) and the kernel counts from here. On: the
+/// kernel's counts so far join the lines and the profile, the events
+/// resume, and each lane starts afresh (its next edges are the first).
+fn switch_edges(
+    src: &mut Source,
+    lanes: &mut [Lane],
+    off: bool,
+    now_ns: u64,
+    wake: &mut hdrhistogram::Histogram<u64>,
+    rec: &Record<'_>,
+    opts: &WriterOptions,
+) {
+    if off {
+        src.set_edge_events(false);
+        let mut queued = Vec::new();
+        let _ = src.consume_events(|e| queued.push(e));
+        handle(lanes, &mut queued, now_ns, wake, rec, opts);
+        for l in lanes.iter_mut() {
+            if l.lc.is_busy() {
+                l.lc.request_end();
+            }
+            l.counted = kernel_count(src, l.cpu);
+        }
+    } else {
+        count_from_kernel(src, lanes, rec.stats);
+        src.set_edge_events(true);
+    }
+    for l in lanes.iter_mut() {
+        l.announced = None;
+        l.busy_start_ns = 0;
+        l.idle_since_ns = 0;
+    }
+    rec.profile.count_in_kernel(off);
+    rec.stats.off_edges.store(off, Relaxed);
+    rec.stats.edge_switches.fetch_add(1, Relaxed);
+}
+
+/// The kernel's LC busy periods ended on `cpu` and their time, ns.
+fn kernel_count(src: &Source, cpu: u32) -> (u64, u64) {
+    src.stats().map_or((0, 0), |st| {
+        let c = st.sum(&[cpu]);
+        (c.busy.count, c.busy.sum_ns)
+    })
+}
+
+/// The busy periods the kernel counted on each lane's CPU since the last
+/// look, as completed requests of its LC line.
+fn count_from_kernel(src: &Source, lanes: &mut [Lane], stats: &super::WriterStats) {
+    for l in lanes.iter_mut() {
+        let (n, ns) = kernel_count(src, l.cpu);
+        let (n0, ns0) = l.counted;
+        let periods = n.saturating_sub(n0);
+        l.lc.count_completed(periods, ns.saturating_sub(ns0));
+        stats.kernel_periods.fetch_add(periods, Relaxed);
+        l.counted = (n, ns);
+    }
 }
 
 /// Handles the events taken, at `woke_ns`: each request lane's transitions

@@ -57,6 +57,41 @@ fn defaults_are_documented_values() {
 }
 
 #[test]
+fn idle_groups_stay_off_the_request_lanes_unless_told() {
+    let parse = |extra: &str| {
+        Config::parse(&format!(
+            "[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\nmode = \"idle\"\ncgroup = \"batch\"\n{extra}"
+        ))
+        .unwrap()
+    };
+    let c = parse("");
+    assert!(c.batch[0].confined(), "idle groups are confined by default");
+    assert_eq!(c.batch[0].request_lane_risk(), None);
+    let c = parse("confine = true\n");
+    assert_eq!(c.batch[0].request_lane_risk(), None);
+    let c = parse("confine = false\n");
+    assert!(!c.batch[0].confined());
+    let risk = c.batch[0]
+        .request_lane_risk()
+        .expect("running on the request lanes is said");
+    assert!(
+        risk.contains("batch b") && risk.contains("request lanes") && risk.contains("p99"),
+        "{risk}"
+    );
+    // other modes say nothing of it
+    let g = Config::parse(
+        "[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\nmode = \"freeze\"\ncgroup = \"batch\"\nconfine = false\n",
+    )
+    .unwrap();
+    assert_eq!(g.batch[0].request_lane_risk(), None);
+    // the shipped example of an idle group on the request lanes
+    let p = examples_dir().join("idle-request-lanes.toml");
+    let c = Config::load(&p)
+        .unwrap_or_else(|e| panic!("{} ships with the repository: {e}", p.display()));
+    assert!(c.batch.iter().any(|b| b.request_lane_risk().is_some()));
+}
+
+#[test]
 fn file_checks_name_the_field() {
     let bad = |text: &str, field: &str, reason: &str| {
         let e = Config::parse(text).and_then(|c| c.check()).expect_err(text);

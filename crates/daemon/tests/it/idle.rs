@@ -49,7 +49,7 @@ fn fake_config(dir: &Path, root: &Path, batch: &str) -> Config {
 fn idle_command(method: &str) -> String {
     format!(
         "[[batch]]\nname = \"spin\"\nmode = \"idle\"\nidle_method = \"{method}\"\n\
-         command = [\"{BIN}\", \"spin-helper\"]\n"
+         confine = false\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
     )
 }
 
@@ -111,6 +111,18 @@ fn idle_groups_yield_as_a_whole_in_the_plan() {
     std::fs::create_dir_all(root.join("cpu/batch/nightly")).unwrap();
     std::fs::write(root.join("cpu/batch/nightly/cpu.idle"), "0\n").unwrap();
     std::fs::create_dir_all(root.join("freezer/batch/nightly")).unwrap();
+    let nested = "[[batch]]\nname = \"n\"\nmode = \"idle\"\ncgroup = \"batch/nightly\"\n";
+    // confined to the batch lanes (idle's default): without its cpuset
+    // group, refused saying why and how not to confine it
+    let e = Plan::resolve(&fake_config(d, &root, nested)).unwrap_err();
+    assert!(
+        e.field == "batch[0].cgroup"
+            && e.reason
+                .contains("confines the group to the batch lanes by default")
+            && e.reason.contains("confine = false"),
+        "{e:?}"
+    );
+    std::fs::create_dir_all(root.join("cpuset/batch/nightly")).unwrap();
     let nested = "[[batch]]\nname = \"n\"\nmode = \"idle\"\ncgroup = \"batch/nightly\"\n";
     let plan = Plan::resolve(&fake_config(d, &root, nested)).unwrap();
     assert!(
@@ -265,7 +277,7 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
         format!(
             "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\nheartbeat_ms = 20\n\
              [metrics]\nlisten = \"\"\n[lc]\npid = {}\n\
-             [[batch]]\nname = \"spin\"\nmode = \"idle\"\n\
+             [[batch]]\nname = \"spin\"\nmode = \"idle\"\nconfine = false\n\
              command = [\"{BIN}\", \"spin-helper\", \"--cpu=0\"]\n",
             page.display(),
             state.display(),
@@ -275,6 +287,14 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
     .unwrap();
     let d = DaemonProc::start(&config, &state, &page);
     d.wait_for("running", Duration::from_secs(10));
+    // asked to run on the request lanes: said at start, with the risk
+    assert!(
+        d.output().lines().any(|l| l.contains("WARN")
+            && l.contains("batch spin: mode idle with confine = false")
+            && l.contains("p99")),
+        "the start says what running on the request lanes risks:\n{}",
+        d.output()
+    );
     let mut pid = None;
     assert!(
         wait_until(Duration::from_secs(5), || {

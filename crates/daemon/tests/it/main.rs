@@ -4,7 +4,8 @@
 //! hostile local user against the running daemon (`page_attack`), and the
 //! measurement's wake-up reference (`measure`); the modes' protection:
 //! guard coalescing (`coalesce`), a mode judged against the service
-//! (`fit`), `auto` (`auto`), event-driven blind isolation (`blind_events`);
+//! (`fit`), `auto` (`auto`), event-driven blind isolation (`blind_events`),
+//! idle mode off the busy edges (`off_edges`);
 //! real-time threads bounded beside a saturated LC (`rt_bound`).
 
 mod auto;
@@ -23,6 +24,7 @@ mod live;
 mod measure;
 mod metrics_doc;
 mod names_live;
+mod off_edges;
 mod page_attack;
 mod rt_bound;
 mod trust;

@@ -196,7 +196,8 @@ fn a_knob_its_owner_wrote_over_is_written_again() {
             "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"0:1\"\nheartbeat_ms = 20\n\
              [metrics]\nlisten = \"\"\n[signal]\npriority = 0\n\
              [lc]\ncomm = \"nobody-runs-this\"\nrescan_ms = 100\n\
-             [[batch]]\nname = \"b\"\nmode = \"idle\"\nidle_method = \"cpu_idle\"\ncgroup = \"{name}\"\n",
+             [[batch]]\nname = \"b\"\nmode = \"idle\"\nidle_method = \"cpu_idle\"\nconfine = false\n\
+             cgroup = \"{name}\"\n",
             page.display(),
             state.display()
         ),

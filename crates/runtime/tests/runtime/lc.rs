@@ -53,10 +53,23 @@ fn lc_line_words_and_counters() {
     assert_eq!(line.requests.load(Relaxed), 2);
     assert!(line.busy_ticks.load(Relaxed) >= ticks);
 
+    // Requests measured elsewhere (the daemon's writer taking the kernel's
+    // counts): counted with their time; the state and sequence unchanged.
+    let (before_ticks, st) = (line.busy_ticks.load(Relaxed), line.state.load(Acquire));
+    lc.count_completed(5, 2_000_000);
+    assert_eq!(line.requests.load(Relaxed), 7);
+    assert_eq!(
+        line.busy_ticks.load(Relaxed) - before_ticks,
+        fx.page.clock().ns_to_ticks(2_000_000)
+    );
+    assert_eq!(line.state.load(Acquire), st);
+    lc.count_completed(0, 0);
+    assert_eq!(line.requests.load(Relaxed), 7);
+
     // Drop ends the open request and releases the lane.
     drop(lc);
     assert_eq!(line.state.load(Acquire), state::pack(false, 3, 0));
-    assert_eq!(line.requests.load(Relaxed), 3);
+    assert_eq!(line.requests.load(Relaxed), 8);
     assert_eq!(line.lc_tid.load(Relaxed), 0);
 
     // A new LC thread continues the sequence and the counters.
@@ -64,7 +77,7 @@ fn lc_line_words_and_counters() {
     lc.request_begin(45);
     assert_eq!(state::seq(line.state.load(Acquire)), 4);
     lc.request_end();
-    assert_eq!(line.requests.load(Relaxed), 4);
+    assert_eq!(line.requests.load(Relaxed), 9);
     fx.assert_quiescent();
 }
 
