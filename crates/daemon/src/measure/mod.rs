@@ -385,8 +385,12 @@ fn sample(d: &Daemon, freezer_tids: &[u32]) -> Sample {
         lc_busy_ticks: lc.map_or(0, |l| {
             l.busy_ticks.load(std::sync::atomic::Ordering::Relaxed)
         }),
+        // followed at their edges, or counted by the kernel while the
+        // writer is off the edges (the two never overlap)
         lc_periods: d.writer().map_or(0, |w| {
-            w.stats().begins.load(std::sync::atomic::Ordering::Relaxed)
+            let s = w.stats();
+            s.begins.load(std::sync::atomic::Ordering::Relaxed)
+                + s.kernel_periods.load(std::sync::atomic::Ordering::Relaxed)
         }),
     }
 }
