@@ -40,8 +40,14 @@ pub struct GroupIso {
     pub memory_max: Option<u64>,
     /// Static `io.max` limits, one knob per device.
     pub io_max: Vec<Knob>,
-    /// The kernel I/O weight to set (where the group offers the file).
+    /// The kernel I/O weight to set (where the group offers the file):
+    /// v2 `io.weight` (iocost), v1 `blkio.bfq.weight` (BFQ; at most 1000).
     pub io_weight: Option<u32>,
+    /// v2: the BFQ scheduler's weight to set (`io.bfq.weight`, where the
+    /// group offers it: BFQ is loaded; at most 1000). BFQ reads only this
+    /// file on v2, iocost only `io.weight`: both are written, as systemd
+    /// writes them for `IOWeight=`.
+    pub io_bfq_weight: Option<u32>,
     /// Its share of the `[io]` budget (default 100).
     pub budget_weight: u32,
     /// Low-priority egress.
@@ -375,6 +381,8 @@ pub fn resolve_group(
     if let Some(w) = io_weight {
         weight_notes(b, w, h, path, existing, iso, &io_max, notes);
     }
+    let v2 = h.is_v2(Controller::Io);
+    let offered = |k: KnobKind| weight_offered(h, path, existing, k);
     if memory && existing {
         usage_notes(b, h, path, notes);
     }
@@ -383,7 +391,12 @@ pub fn resolve_group(
         memory_high: b.memory_high.map(|x| x.0),
         memory_max: b.memory_max.map(|x| x.0),
         io_max,
-        io_weight: io_weight.filter(|_| weight_offered(h, path, existing)),
+        io_weight: io_weight
+            .filter(|_| offered(KnobKind::IoWeight))
+            .map(|w| if v2 { w } else { bfq_weight(w) }),
+        io_bfq_weight: io_weight
+            .filter(|_| v2 && offered(KnobKind::IoBfqWeight))
+            .map(bfq_weight),
         budget_weight: b.io_weight.unwrap_or(100),
         egress,
         egress_mirror: mirror,
@@ -391,9 +404,15 @@ pub fn resolve_group(
     Ok(())
 }
 
-/// Whether the group has (or a new group will have) the kernel's weight file.
-fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool) -> bool {
-    let file = KnobKind::IoWeight.files(h.is_v2(Controller::Io))[0];
+/// BFQ's weights are 1..=1000: `io_weight` above is applied as 1000.
+pub fn bfq_weight(w: u32) -> u32 {
+    w.min(1000)
+}
+
+/// Whether the group has (or a new group will have) the weight file of
+/// `kind` ([`KnobKind::IoWeight`] or [`KnobKind::IoBfqWeight`]).
+fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool, kind: KnobKind) -> bool {
+    let file = kind.files(h.is_v2(Controller::Io))[0];
     let Ok(dir) = h.group_dir(Controller::Io, path) else {
         return false;
     };
@@ -419,6 +438,10 @@ fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool) -> bool {
             }))
 }
 
+/// What `--check` says of a group's `io_weight`: which weight files it
+/// gets, and each device of its I/O configuration whose scheduler ignores
+/// them (iocost reads v2 `io.weight` where `io.cost.qos` enables it for
+/// the device; BFQ reads `io.bfq.weight` on v2, `blkio.bfq.weight` on v1).
 #[allow(clippy::too_many_arguments)]
 fn weight_notes(
     b: &BatchSection,
@@ -431,19 +454,34 @@ fn weight_notes(
     notes: &mut Vec<String>,
 ) {
     let v2 = h.is_v2(Controller::Io);
-    let file = KnobKind::IoWeight.files(v2)[0];
-    if !weight_offered(h, path, existing) {
+    let iocost_file = v2 && weight_offered(h, path, existing, KnobKind::IoWeight);
+    let bfq_kind = if v2 {
+        KnobKind::IoBfqWeight
+    } else {
+        KnobKind::IoWeight
+    };
+    let bfq_file = weight_offered(h, path, existing, bfq_kind);
+    let bfq_name = bfq_kind.files(v2)[0];
+    if !iocost_file && !bfq_file {
         notes.push(format!(
-            "batch {}: io_weight {w} divides the [io] budget only: this kernel offers no {file} \
-             ({})",
+            "batch {}: io_weight {w} divides the [io] budget only: the group offers no kernel \
+             I/O weight ({})",
             b.name,
             if v2 {
-                "the iocost controller"
+                "neither io.weight, the iocost controller's, nor io.bfq.weight: the BFQ \
+                 scheduler is not loaded"
             } else {
-                "BFQ is not built in"
+                "no blkio.bfq.weight: BFQ is not built in or not loaded"
             }
         ));
         return;
+    }
+    if bfq_file && w > 1000 {
+        notes.push(format!(
+            "batch {}: io_weight {w} is above BFQ's range: {bfq_name} = {}",
+            b.name,
+            bfq_weight(w)
+        ));
     }
     let mut devices: Vec<Device> = io_max
         .iter()
@@ -461,21 +499,19 @@ fn weight_notes(
         let Ok(dev) = describe_device(d) else {
             continue;
         };
-        let honoured = if v2 {
-            dev.scheduler == "bfq" || iocost_enabled(h, d)
-        } else {
-            dev.scheduler == "bfq"
-        };
+        let honoured =
+            (bfq_file && dev.scheduler == "bfq") || (iocost_file && iocost_enabled(h, d));
         if !honoured {
             notes.push(format!(
-                "batch {}: {file} = {w} is set, but device {dev} uses the {} scheduler, which \
-                 ignores it ({}); the weight still divides the [io] budget",
+                "batch {}: its I/O weight {w} is set, but device {dev} uses the {} scheduler, \
+                 which ignores it ({}); the weight still divides the [io] budget",
                 b.name,
                 dev.scheduler,
                 if v2 {
-                    "io.weight needs iocost enabled in io.cost.qos, or BFQ"
+                    "io.weight needs iocost enabled for the device in io.cost.qos, \
+                     io.bfq.weight the bfq scheduler"
                 } else {
-                    "blkio.bfq.weight needs BFQ"
+                    "blkio.bfq.weight needs the bfq scheduler"
                 }
             ));
         }
@@ -624,6 +660,9 @@ pub fn describe(iso: &IsolationPlan, groups: &[GroupPlan]) -> String {
         parts.extend(i.io_max.iter().map(|k| k.to_string()));
         if let Some(w) = i.io_weight {
             parts.push(format!("I/O weight {w}"));
+        }
+        if let Some(w) = i.io_bfq_weight {
+            parts.push(format!("BFQ weight {w}"));
         }
         if i.egress {
             let (p, m) = iso.egress.unwrap_or((0, 0));
