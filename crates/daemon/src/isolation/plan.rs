@@ -572,14 +572,26 @@ pub fn resolve_device(field: &str, s: &str) -> Result<BlockDevice, ConfigError> 
     let device = if s.starts_with('/') {
         use std::os::unix::fs::FileTypeExt;
         use std::os::unix::fs::MetadataExt;
-        let md = std::fs::metadata(s).map_err(|e| err(format!("no device {s}: {e}")))?;
-        if !md.file_type().is_block_device() {
-            return Err(err(format!("{s} is not a block device")));
-        }
-        let rdev = md.rdev();
-        Device {
-            major: libc::major(rdev),
-            minor: libc::minor(rdev),
+        match std::fs::metadata(s) {
+            Ok(md) => {
+                if !md.file_type().is_block_device() {
+                    return Err(err(format!("{s} is not a block device")));
+                }
+                let rdev = md.rdev();
+                Device {
+                    major: libc::major(rdev),
+                    minor: libc::minor(rdev),
+                }
+            }
+            // a private /dev (a unit's PrivateDevices=yes, as the packaged
+            // one has) holds no block device: a kernel name is looked up
+            // in sysfs instead
+            Err(e) => sysfs_device(s).ok_or_else(|| {
+                err(format!(
+                    "no device {s}: {e} (under a unit with PrivateDevices=yes, name a disk \
+                     by its kernel name, /dev/NAME, or by number)"
+                ))
+            })?,
         }
     } else {
         s.parse::<Device>().map_err(|e| {
@@ -606,6 +618,17 @@ pub fn resolve_device(field: &str, s: &str) -> Result<BlockDevice, ConfigError> 
         )));
     }
     Ok(dev)
+}
+
+/// The numbers of `/dev/NAME` from sysfs (`/sys/class/block/NAME/dev`),
+/// whether or not this process's `/dev` shows the device.
+fn sysfs_device(path: &str) -> Option<Device> {
+    let name = path.strip_prefix("/dev/").filter(|n| !n.contains('/'))?;
+    std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Name and scheduler of a block device; an error naming it when it does
@@ -714,5 +737,24 @@ mod tests {
         assert!(e.reason.contains("not a block device"), "{e}");
         let e = resolve_device("io.device", "sda").unwrap_err();
         assert!(e.reason.contains("major:minor"), "{e}");
+    }
+
+    #[test]
+    fn a_disk_is_found_by_its_kernel_name_without_its_dev_node() {
+        assert_eq!(sysfs_device("/dev/elfen-no-such-disk"), None);
+        assert_eq!(sysfs_device("/dev/mapper/x"), None);
+        // every block device of this machine, as sysfs lists them
+        let mut seen = 0;
+        for e in std::fs::read_dir("/sys/class/block").unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let want: Device = std::fs::read_to_string(e.path().join("dev"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert_eq!(sysfs_device(&format!("/dev/{name}")), Some(want), "{name}");
+            seen += 1;
+        }
+        assert!(seen > 0, "no block device in /sys/class/block");
     }
 }
