@@ -419,8 +419,7 @@ fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool, kind: KnobKin
     if existing {
         return dir.join(file).exists();
     }
-    // a new group: as its siblings show it (the root lacks the file: on
-    // v1 BFQ's statistics files there say it is built in)
+    // a new group: as its siblings show it (the root lacks the file)
     let Ok(root) = h.controller_root(Controller::Io) else {
         return false;
     };
@@ -430,12 +429,40 @@ fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool, kind: KnobKin
         .flatten()
         .map(|e| e.path())
         .collect();
-    entries.iter().any(|p| p.join(file).exists())
-        || (!h.is_v2(Controller::Io)
-            && entries.iter().any(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("blkio.bfq."))
-            }))
+    if entries.iter().any(|p| p.join(file).exists()) {
+        return true;
+    }
+    if !h.is_v2(Controller::Io) {
+        // v1: BFQ's statistics files in the root say it is there
+        return entries.iter().any(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("blkio.bfq."))
+        });
+    }
+    // v2, where no sibling has the io controller on yet (the executor
+    // turns it on for the new group): iocost's files are in the root when
+    // it is built; BFQ's appear in every group once it is registered,
+    // which a device's scheduler list shows
+    match kind {
+        KnobKind::IoWeight => root.join("io.cost.qos").exists(),
+        KnobKind::IoBfqWeight => bfq_registered(),
+        _ => false,
+    }
+}
+
+/// Whether the BFQ scheduler is registered (built in or its module
+/// loaded): a block device's scheduler list names it.
+fn bfq_registered() -> bool {
+    std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            std::fs::read_to_string(e.path().join("queue/scheduler")).is_ok_and(|t| {
+                t.split_whitespace()
+                    .any(|w| w.trim_matches(['[', ']']) == "bfq")
+            })
+        })
 }
 
 /// What `--check` says of a group's `io_weight`: which weight files it
