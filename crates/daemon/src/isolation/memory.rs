@@ -48,7 +48,7 @@ use std::time::Duration;
 
 /// Round a limit up to whole MiB (what is applied instead of a limit below
 /// the group's use).
-fn round_up_mib(b: u64) -> u64 {
+pub(crate) fn round_up_mib(b: u64) -> u64 {
     b.div_ceil(1 << 20) * (1 << 20)
 }
 

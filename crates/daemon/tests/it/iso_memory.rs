@@ -9,7 +9,8 @@
 //!   metrics; the kernel's OOM killer never fired;
 //! - the limits: `memory_high` and `memory_max` are in the group's files
 //!   (v1 `memory.soft_limit_in_bytes` / `memory.limit_in_bytes`, v2
-//!   `memory.high` / `memory.max`) and put back at exit;
+//!   `memory.high` / `memory.max`), written again when the group's owner
+//!   writes over them, and put back at exit;
 //! - v2 only (v1's soft limit never throttles): `memory.high` throttles a
 //!   group that grows past it — its tasks stall in reclaim, the kernel
 //!   counts `high` events and never OOM-kills it — and the stall, seen by
@@ -229,6 +230,20 @@ fn limits_are_written_and_put_back() {
         "{}",
         d.output()
     );
+    // the group's owner writes over a limit (as systemd does at a
+    // daemon-reload): the next rescan writes it again, and says so
+    std::fs::write(dir.join(soft), if v2() { "max" } else { "-1" }).unwrap();
+    let line = d.wait_for("changed under the daemon", Duration::from_secs(5));
+    assert!(
+        line.contains(&format!("batch b: memory.high={}", 256u64 << 20)),
+        "{line}"
+    );
+    assert_eq!(
+        read(soft),
+        (256u64 << 20).to_string(),
+        "{soft} written again"
+    );
+    assert_eq!(read(hard), (512u64 << 20).to_string(), "{hard}");
     let st = d
         .stop_with(libc::SIGTERM, patient(Duration::from_secs(10)))
         .expect("exits");
