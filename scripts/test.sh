@@ -2,7 +2,8 @@
 # Runs every test of the project (what CI runs, via .ci/run):
 # formatting, lints, the C tests, the Java tests, the Rust test suite and the
 # golden vectors (Rust, C and Java all read testdata/signal/); then lists
-# every test that was skipped (with what it needs) and the fuzz targets, and
+# every test that was skipped (with what it needs), the fuzz targets and the
+# tests that ran twice (elfen_cmd::rerun, with their first failures), and
 # fails when a skipped test needed something this machine offers.
 # Installs what is missing first. Build once, test many: the release binary
 # and the test binaries are each built once.
@@ -22,8 +23,9 @@ step "cargo clippy -D warnings"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 
 # Every test that cannot run here records what it needs in this log (Rust:
-# elfen_cmd::skip; C: t_skip / $(SKIP)); the last step lists them with the
-# Java tests' skips and fails if one needed something this machine offers.
+# elfen_cmd::skip; C: t_skip / $(SKIP)), and every test that ran twice its
+# first failure (elfen_cmd::rerun); the last step lists them with the Java
+# tests' skips and fails if a skip needed something this machine offers.
 export ELFEN_TEST_LOG="$PWD/target/test-log.tsv"
 mkdir -p target && : > "$ELFEN_TEST_LOG"
 
@@ -40,7 +42,7 @@ rm -rf bindings/java/*/target/surefire-reports
 step "cargo test (workspace; the harness against Lucene uses the jar the Java step built)"
 cargo test --locked --workspace --no-fail-fast
 
-step "skipped and fuzzed"
+step "skipped, fuzzed, ran twice"
 cargo run --locked -q -p elfen-cmd --bin elfen-test-log -- "$ELFEN_TEST_LOG" \
   --surefire bindings/java/signal/target/surefire-reports \
   --surefire bindings/java/lucene/target/surefire-reports

@@ -17,12 +17,16 @@
 # scripts/vm/tests.list, the scenarios and the guest script on a payload disk,
 # boots the guest (scripts/vm/boot.sh: KVM if it works, else TCG), reads the
 # results back from the disk and prints them. Exit status 1 on any failed test,
-# an unexpected skip (scripts/vm/expected-skips), a boot or run timeout, or
-# missing results.
+# a skip of something the guest offers (judged in the guest by elfen-test-log,
+# as on the host), an unexpected skip (scripts/vm/expected-skips), a boot or
+# run timeout, or missing results.
 #
 # A guest whose console stays quiet past ELFEN_VM_SILENCE_S (default 300 s) is
 # killed (what its vCPUs did is saved) and restarted to resume after its last
 # result, at most ELFEN_VM_RESUMES (default 2) times; each silence is said.
+# The test in flight then fails if it runs elfen's real-time threads (the
+# daemon's live tests, the scenarios) or its BPF source; any other runs
+# again, counted among the tests that ran twice.
 #
 # Environment: ELFEN_VM_CACHE (image cache), ELFEN_VM_MIRROR (Debian mirror),
 # ELFEN_VM_ACCEL (auto|kvm|tcg), ELFEN_VM_BOOT_TIMEOUT_S, ELFEN_VM_TIMEOUT_S,
@@ -113,6 +117,11 @@ for d in crates/*/; do
   mkdir -p "$pay/tree/repo/$d"
 done
 ship "$elfen_bin"
+# the judge of each test's skips in the guest (as scripts/test.sh's last step
+# judges the host's): built by cargo test for elfen-cmd's integration tests
+test_log_bin=$(awk '$1 == "elfen-cmd" && $2 == "bin-exe" && $3 == "elfen-test-log" { print $4 }' "$out/artifacts.txt" | tail -n1)
+[ -n "$test_log_bin" ] || die "no built elfen-test-log (elfen-cmd) in $out/artifacts.txt"
+ship "$test_log_bin"
 : >"$pay/tests.tsv"
 while read -r pkg kind name filter; do
   case "$pkg" in '' | '#'*) continue ;; esac
@@ -125,6 +134,7 @@ while read -r pkg kind name filter; do
 done < <(sed 's/#.*//' "$VM_DIR/tests.list")
 {
   echo "ELFEN_BIN=$elfen_bin"
+  echo "ELFEN_TEST_LOG_BIN=$test_log_bin"
   echo "ELFEN_REPO=$REPO_DIR"
   echo "ELFEN_VM_TEST_TIMEOUT_S=${ELFEN_VM_TEST_TIMEOUT_S:-600}"
   echo "ELFEN_VM_SELECT='${select_re//\'/}'"
@@ -145,8 +155,9 @@ rm -rf "$pay"
 # A guest that goes silent (boot.sh exit 5: its console quiet past the
 # silence bound) is restarted on the same payload, up to
 # $ELFEN_VM_RESUMES (default 2) times: the runner goes on after its last
-# recorded result and runs the test in flight again (a second silence during
-# the same test fails it). Each silence is said here and in the results.
+# recorded result; the test in flight fails if it runs elfen's real-time
+# threads or BPF source, any other runs again (a second silence during the
+# same test fails it). Each silence is said here and in the results.
 resumes="${ELFEN_VM_RESUMES:-2}"
 boots=1
 : >"$out/silences.txt"

@@ -9,7 +9,7 @@
 # Cache: $ELFEN_VM_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/elfen/vm, one
 # directory per key (a hash of packages.list, this script and scripts/vm/image/*):
 # root.img (ext4), vmlinuz, initrd.img, packages.txt (what was installed),
-# mirrors.txt. Building replaces older keys. Needs root (mmdebstrap's root mode,
+# mirrors.txt. The two most recently used keys are kept ($ELFEN_VM_KEEP). Needs root (mmdebstrap's root mode,
 # files owned by root in the image). The mirrors are the host's apt sources'
 # bookworm suites ($ELFEN_VM_MIRROR replaces the main archive's URL).
 set -euo pipefail
@@ -96,12 +96,27 @@ check_guest() {
   say "the guest has ${GUEST_PROGRAMS[*]} and the modules ${GUEST_MODULES[*]} (kernel $release)"
 }
 
+# Removes a directory tree in which a killed mmdebstrap may have left file
+# systems mounted (the chroot's /proc, /sys, /dev/pts, /dev/shm): unmounts
+# them, deepest first, and never crosses into one (rm --one-file-system).
+remove_tree() {
+  local d="$1" m
+  [ -e "$d" ] || return 0
+  while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done < <(awk -v d="$d" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r)
+  rm -rf --one-file-system "$d"
+}
+
 build() {
   local out="$1" stage="$1.stage"
   command -v mmdebstrap >/dev/null || die "mmdebstrap is missing: scripts/setup.sh --deps installs it (scripts/deps/vm.apt)"
   command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is missing: scripts/setup.sh --deps installs it (scripts/deps/vm.apt)"
   [ "$(id -u)" -eq 0 ] || die "building the guest image needs root (mmdebstrap, root-owned files); run as root or fill the cache $(vm_cache_dir) once as root"
-  rm -rf "$out" "$stage"
+  remove_tree "$out"
+  remove_tree "$stage"
+  # a build that fails or is stopped leaves no mounts behind
+  trap 'remove_tree "'"$stage"'"' EXIT
   mkdir -p "$out"
   local -a mirrors
   mapfile -t mirrors < <(mirror_lines)
@@ -128,11 +143,12 @@ build() {
   printf '127.0.0.1 localhost\n127.0.1.1 elfen-vm\n' >"$stage/etc/hosts"
   mkdir -p "$stage/mnt/elfen"
   # Nothing that competes with the tests or waits for a network the guest has
-  # not: no gettys, timers or time sync.
+  # not: no gettys, timers or time sync, no web server (nginx is there for a
+  # test that starts its own).
   local u
   for u in serial-getty@ttyS0.service getty@tty1.service apt-daily.timer \
     apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer dpkg-db-backup.timer \
-    systemd-timesyncd.service; do
+    systemd-timesyncd.service nginx.service; do
     ln -sf /dev/null "$stage/etc/systemd/system/$u"
   done
   dpkg-query --admindir="$stage/var/lib/dpkg" -W -f '${Package} ${Version}\n' >"$out/packages.txt"
@@ -150,8 +166,30 @@ build() {
   local used_mb
   used_mb=$(du -sm "$stage" | cut -f1)
   mkfs.ext4 -q -F -L elfen-root -d "$stage" "$out/root.img" "$((used_mb + 1024))M" >/dev/null
-  rm -rf "$stage"
+  remove_tree "$stage"
+  trap - EXIT
   say "image: $out/root.img ($(du -sm "$out/root.img" | cut -f1) MB used of $((used_mb + 1024)) MB), kernel $(cat "$out/kernel-release"), built in $(elapsed_s "$t0" "$(now_s)") s"
+}
+
+# Keeps the $ELFEN_VM_KEEP (default 2) most recently used images, so that
+# checkouts with different package lists do not rebuild at each switch;
+# removes the rest and any stage a stopped build left. A tree that cannot be
+# removed is said and left: it never fails the run.
+prune() {
+  local cache="$1" current="$2" keep="${ELFEN_VM_KEEP:-2}" d n=1
+  for d in "$cache"/*.stage; do
+    [ -d "$d" ] || continue
+    say "removing a stopped build's stage ${d##*/}"
+    remove_tree "$d" || say "warning: could not remove $d"
+  done
+  while read -r d; do
+    [[ "${d##*/}" =~ ^[0-9a-f]{16}$ ]] || continue
+    [ "$d" = "$current" ] && continue
+    n=$((n + 1))
+    [ "$n" -gt "$keep" ] || continue
+    say "removing the least recently used image ${d##*/}"
+    remove_tree "$d" || say "warning: could not remove $d"
+  done < <(ls -1dt "$cache"/*/ 2>/dev/null | sed 's:/$::')
 }
 
 main() {
@@ -165,16 +203,11 @@ main() {
   if [ "$rebuild" -eq 1 ] || [ ! -f "$dir/complete" ]; then
     build "$dir"
     touch "$dir/complete"
-    # older keys are never used again
-    local d
-    for d in "$cache"/*/; do
-      d="${d%/}"
-      [[ "${d##*/}" =~ ^[0-9a-f]{16}(\.stage)?$ ]] || continue
-      [ "$d" = "$dir" ] || { say "removing the older image ${d##*/}"; rm -rf "$d"; }
-    done
   else
     say "guest image from the cache: $dir (kernel $(cat "$dir/kernel-release"))"
   fi
+  touch "$dir"
+  prune "$cache" "$dir"
   printf '%s\n' "$dir"
 }
 

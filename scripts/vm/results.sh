@@ -3,9 +3,13 @@
 #
 #   scripts/vm/results.sh OUT_DIR BOOT_STATUS ACCEL BOOT_S VM_S TOTAL_S
 #
-# OUT_DIR/results is what the guest wrote (summary.tsv, logs/, facts.txt,
-# complete). Exit 1 on a boot or run timeout, missing or incomplete results, a
-# failed test, or a skip scripts/vm/expected-skips does not list.
+# OUT_DIR/results is what the guest wrote (summary.tsv, logs/, reruns.tsv,
+# facts.txt, complete). Exit 1 on a boot or run timeout, missing or
+# incomplete results, a failed test, a skip of something the guest offers
+# (skip-runnable: judged in the guest by elfen-test-log), or a skip
+# scripts/vm/expected-skips does not list. Tests that ran twice (their own
+# elfen_cmd::rerun, or resumed after a silence of the guest) are counted
+# and listed.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -43,7 +47,8 @@ expected_skip() {
 }
 
 printf '\n%-6s %-7s %-28s %-66s %s\n' status seconds suite test note
-pass=0 fail=0 skip=0
+pass=0 fail=0 skip=0 runnable=0
+skips=""
 while IFS=$'\t' read -r suite test status secs note; do
   mark="$status"
   case "$status" in
@@ -55,6 +60,14 @@ while IFS=$'\t' read -r suite test status secs note; do
         note="unexpected skip (not in scripts/vm/expected-skips): $note"
         bad=1
       fi
+      skips+="  $mark $suite $test: $note"$'\n'
+      ;;
+    skip-runnable)
+      skip=$((skip + 1)) runnable=$((runnable + 1))
+      mark="SKIP!"
+      note="skipped, but it could have run here (or cannot be judged): $note"
+      bad=1
+      skips+="  $mark $suite $test: $note"$'\n'
       ;;
     *) fail=$((fail + 1)); mark="FAIL"; bad=1 ;;
   esac
@@ -75,8 +88,14 @@ up=$(sed -n 's/^uptime_at_start_s //p' "$res/facts.txt" 2>/dev/null)
 printf '\nVM test bed: %s passed, %s failed, %s skipped; accelerator %s; ' "$pass" "$fail" "$skip" "${accel^^}"
 printf 'boot %s s (qemu start to the runner; the guest kernel had run %s s); ' "$boot_s" "${up:-?}"
 printf 'guest %s s; whole run %s s\n' "$vm_s" "$total_s"
+printf 'skipped: %s (%s of them could have run in the guest)\n' "$skip" "$runnable"
+printf '%s' "$skips"
+reruns=0
+[ -s "$res/reruns.tsv" ] && reruns=$(wc -l <"$res/reruns.tsv")
+echo "ran twice: $reruns"
+[ "$reruns" -eq 0 ] || awk -F'\t' '{ printf "  %s %s: %s\n", $1, $2, $3 }' "$res/reruns.tsv"
 if [ -s "$out/silences.txt" ]; then
-  echo "the guest went silent $(wc -l <"$out/silences.txt") time(s) (an emulator or guest kernel stop, not a test's failure; its vCPUs' registers and any SysRq backtraces are kept):"
+  echo "the guest went silent $(wc -l <"$out/silences.txt") time(s) (the test in flight failed if it runs elfen's real-time threads or BPF source, else it ran again, counted above; the vCPUs' registers and any SysRq backtraces are kept):"
   sed 's/^/  /' "$out/silences.txt"
 fi
 echo "SMT topology emulated (2 cores x 2 threads): it proves topology, pairing and multi-pair code paths, not SMT interference."

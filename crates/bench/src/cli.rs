@@ -53,8 +53,9 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
     /// Configurations to compare, comma-separated, or `all`: lc_alone, naive,
     /// sched_idle, cpuset, cfs_quota, borrow_idle, fixed_budget,
-    /// refresh_budget, dynamic_refresh (the default set), and the daemon's
-    /// modes cpu_idle, guard, freeze, blind_isolation (all but cpu_idle need
+    /// refresh_budget (the default set), dynamic_refresh (run as refresh
+    /// budget: the harness sets no reference IPC), and the daemon's modes
+    /// cpu_idle, guard, freeze, blind_isolation (all but cpu_idle need
     /// `--lc-signal bpf`); lc_alone, the baseline, always runs.
     #[arg(long, value_name = "LIST")]
     pub configs: Option<String>,
@@ -100,9 +101,21 @@ pub struct BenchArgs {
     /// Warm-up seconds per invocation (sent, not recorded).
     #[arg(long, value_name = "SECONDS")]
     pub warmup: Option<f64>,
-    /// Invocations per point; the table shows medians over them.
+    /// Rounds every point runs (invocations per point; the table shows
+    /// medians over them). Raises --max-reps to N when larger.
     #[arg(long, value_name = "N")]
     pub reps: Option<u32>,
+    /// The cap on rounds per point (default 20): a judged point whose
+    /// verdict is still open after --reps rounds (the interval of its paired
+    /// ratio straddles the limit) gets more rounds, beside LC alone, until
+    /// it concludes, reaches N rounds, or the added rounds' time budget is
+    /// spent. N = --reps adds none.
+    #[arg(long, value_name = "N")]
+    pub max_reps: Option<u32>,
+    /// Wall time all added rounds together may take (default 180 s; the
+    /// other cap).
+    #[arg(long, value_name = "SECONDS")]
+    pub added_reps_budget: Option<f64>,
     /// p99 latency SLO in milliseconds, or `auto` (the LC-alone p99 at the
     /// knee of its latency-vs-load curve).
     #[arg(long, value_name = "MS")]
@@ -205,7 +218,7 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
             "external" => ServiceKind::External,
             "lucene" => {
                 let copies = crate::lc::lucene::copies_setting()?;
-                spec.lc = spec::LcSpec::lucene(copies, spec.generator_fifo_priority);
+                spec.lc = spec::LcSpec::lucene(copies);
                 ServiceKind::External
             }
             "redis" => {
@@ -244,6 +257,13 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
     }
     if let Some(v) = a.reps {
         spec.reps = v;
+        spec.max_reps = spec.max_reps.max(v);
+    }
+    if let Some(v) = a.max_reps {
+        spec.max_reps = v;
+    }
+    if let Some(v) = a.added_reps_budget {
+        spec.added_reps_budget_s = v;
     }
     if let Some(s) = &a.slo_p99_ms {
         spec.slo_p99_ms = Auto::parse(s, "--slo-p99-ms", "milliseconds")?;
@@ -310,7 +330,7 @@ fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
         },
         stop,
     )?;
-    println!("{}", report::terminal_report(&out.result));
+    print!("{}", report::terminal_body(&out.result));
     println!("results: {}", out.json_path.display());
     if !a.no_report {
         let dir = report::report_dir_for(&out.json_path);
@@ -323,6 +343,11 @@ fn run_bench(a: BenchArgs) -> anyhow::Result<()> {
             println!("note: {n}");
         }
         println!("report:  {}", md.display());
+    }
+    // the run ends with what it showed, in words
+    let c = report::conclusion::conclusion_text(&out.result);
+    if !c.is_empty() {
+        print!("\n{c}");
     }
     if out.interrupted {
         bail!(
@@ -358,6 +383,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn help_states_the_caps_on_added_rounds() {
+        use clap::CommandFactory as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let help = Cli::command().render_long_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let d = BenchSpec::default();
+        assert!(
+            help.contains(&format!("(default {})", d.max_reps))
+                && help.contains(&format!("(default {:.0} s;", d.added_reps_budget_s)),
+            "--help must state the caps the defaults hold: {help}"
+        );
+    }
+
+    #[test]
     fn bad_input_fails_before_any_load() {
         let bad = |f: &dyn Fn(&mut BenchArgs)| {
             let mut a = BenchArgs::default();
@@ -378,6 +421,11 @@ mod tests {
         assert!(e.contains("slo_p99_ms"), "{e}");
         let e = bad(&|a| a.reps = Some(0));
         assert!(e.contains("reps"), "{e}");
+        let e = bad(&|a| {
+            a.reps = Some(5);
+            a.max_reps = Some(4);
+        });
+        assert!(e.contains("max_reps (4)"), "{e}");
         let e = bad(&|a| a.nap = Some("doze".into()));
         assert!(e.contains("doze"), "{e}");
         let e = bad(&|a| a.config = Some(PathBuf::from("/nonexistent/x.toml")));
@@ -403,6 +451,21 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ok.configs, vec![Config::LcAlone, Config::BorrowIdle]);
+        // --reps above the cap raises the cap; --max-reps sets it
+        let d = BenchSpec::default();
+        let more = build_spec(&BenchArgs {
+            reps: Some(d.max_reps + 3),
+            ..BenchArgs::default()
+        })
+        .unwrap();
+        assert_eq!(more.max_reps, d.max_reps + 3);
+        let none = build_spec(&BenchArgs {
+            max_reps: Some(d.reps),
+            added_reps_budget: Some(0.0),
+            ..BenchArgs::default()
+        })
+        .unwrap();
+        assert_eq!((none.max_reps, none.added_reps_budget_s), (d.reps, 0.0));
         assert_eq!(ok.slo_p99_ms, Auto::Value(2.5));
         let redis = build_spec(&BenchArgs {
             lc: Some("redis".into()),

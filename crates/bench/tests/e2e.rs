@@ -32,7 +32,7 @@ fn main() {
     }
     // The sweeps pin threads to the lanes: one lane user at a time, machine-wide.
     let _lanes = elfen_cmd::LaneLock::acquire().expect("the lane lock");
-    let tests: [NamedTest<()>; 7] = [
+    let tests: [NamedTest<()>; 8] = [
         (
             "bad_runtime_input_fails_before_any_load",
             bad_runtime_input_fails_before_any_load,
@@ -52,6 +52,10 @@ fn main() {
         (
             "an_interrupted_sweep_keeps_finished_rounds",
             an_interrupted_sweep_keeps_finished_rounds,
+        ),
+        (
+            "rounds_are_added_where_verdicts_are_open",
+            rounds_are_added_where_verdicts_are_open,
         ),
         (
             "budget_policies_see_the_published_queue",
@@ -369,6 +373,64 @@ fn an_interrupted_sweep_keeps_finished_rounds(_: &()) -> Outcome {
         f.points[1].reps.len(),
         1,
         "round 2 of borrow idle never ran"
+    );
+    Outcome::Ran
+}
+
+/// One round per point, then added rounds up to a cap of 3: with one
+/// round no verdict can conclude (it needs 3), so the one judged load runs
+/// rounds 2 and 3 — LC alone and every open point, paired by round — and
+/// the file records them, the caps and why they stopped.
+fn rounds_are_added_where_verdicts_are_open(_: &()) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = args(dir.path());
+    a.configs = Some("naive,borrow_idle".into());
+    a.max_reps = Some(3);
+    a.added_reps_budget = Some(120.0);
+    Command::Bench(a).run().unwrap();
+    let f = ResultFile::load(&dir.path().join("out/bench.json")).unwrap();
+    let run = f.run.as_ref().unwrap();
+    let rounds = run.rounds.as_ref().expect("the added rounds' record");
+    assert_eq!((rounds.max_reps, rounds.budget_s), (3, 120.0));
+    assert_eq!(rounds.knee_rps, Some(300.0));
+    assert_eq!(rounds.by_rps.len(), 1);
+    let load = &rounds.by_rps[0];
+    assert_eq!(load.rounds, 3, "{rounds:?}");
+    assert_eq!(
+        load.added.iter().map(|r| r.round).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    // rounds 2 and 3 run every point (none can conclude with fewer than 3)
+    for r in &load.added {
+        assert_eq!(
+            r.series,
+            vec![
+                "naive · stream".to_string(),
+                "borrow_idle · stream".to_string()
+            ]
+        );
+    }
+    assert!(rounds.spent_s > 0.0 && rounds.spent_s < 120.0);
+    for p in &f.points {
+        let got: Vec<Option<u32>> = p.reps.iter().map(|r| r.round).collect();
+        let want: Vec<Option<u32>> = (1..=got.len() as u32).map(Some).collect();
+        assert_eq!(got, want, "{}: every round kept, in order", p.config);
+        assert_eq!(p.reps.len(), 3, "{}", p.config);
+    }
+    // every round paired up
+    let prot = study::protection(&f, 0.1, None);
+    for p in &prot {
+        let n = study::point(&f, p.key.config, p.key.batch.as_deref(), 300.0)
+            .unwrap()
+            .reps
+            .len();
+        assert_eq!(p.loads[0].rounds, n, "{}", p.key.name());
+    }
+    // and the words say so
+    let t = elfen_bench::report::terminal_report(&f);
+    assert!(
+        t.contains("up to 3 rounds a point and 120 s in all") && t.contains("added 2 at 300 rps"),
+        "{t}"
     );
     Outcome::Ran
 }

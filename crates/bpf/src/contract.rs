@@ -15,6 +15,8 @@ pub const SLOT_SIZE: usize = 64;
 pub const MAX_TGIDS: u32 = 4096;
 /// `ELFEN_MAX_CGROUPS`: most cgroups (subtree roots) watched at once.
 pub const MAX_CGROUPS: u32 = 1024;
+/// `ELFEN_MAX_QUIET_TIDS`: most threads whose switches are no transitions.
+pub const MAX_QUIET_TIDS: u32 = 256;
 /// `ELFEN_MAX_CGROUP_DEPTH`: levels of a task's cgroup and its ancestors
 /// checked against the watched subtree roots.
 pub const MAX_CGROUP_DEPTH: u32 = 16;
@@ -336,6 +338,7 @@ mod tests {
         assert_eq!(define("ELFEN_SLOT_SIZE"), SLOT_SIZE.to_string());
         assert_eq!(define("ELFEN_MAX_TGIDS"), MAX_TGIDS.to_string());
         assert_eq!(define("ELFEN_MAX_CGROUPS"), MAX_CGROUPS.to_string());
+        assert_eq!(define("ELFEN_MAX_QUIET_TIDS"), MAX_QUIET_TIDS.to_string());
         assert_eq!(
             define("ELFEN_MAX_CGROUP_DEPTH"),
             MAX_CGROUP_DEPTH.to_string()

@@ -80,10 +80,10 @@ pub enum BpfError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The watch map is full.
+    /// A watch map (or the quiet-thread map) is full.
     #[error("already watching {limit} {what}, the most this build allows")]
     TooMany {
-        /// `processes` or `cgroups`.
+        /// `processes`, `cgroups` or `quiet threads`.
         what: &'static str,
         /// The limit.
         limit: u32,

@@ -1,7 +1,9 @@
 //! [`SchedSource`]: the BPF program on `tp_btf/sched_switch`, its maps, its
 //! mmapped per-CPU slots and its transition-event ring buffer.
 
-use crate::contract::{LcEvent, MAX_CGROUPS, MAX_TGIDS, RawEvent, SLOT_SIZE, WATCH_ON};
+use crate::contract::{
+    LcEvent, MAX_CGROUPS, MAX_QUIET_TIDS, MAX_TGIDS, RawEvent, SLOT_SIZE, WATCH_ON,
+};
 use crate::error::BpfError;
 use crate::probe::{LogCapture, check_btf, check_privileges};
 use crate::skel::{SchedSkel, SchedSkelBuilder};
@@ -40,6 +42,7 @@ pub struct SchedSource {
     tgids: BTreeSet<u32>,
     cgroups: BTreeSet<u64>,
     watched_cpus: Vec<u32>,
+    quiet: BTreeSet<u32>,
 }
 
 // SAFETY: `storage` is owned by this value alone (only the skeleton inside
@@ -180,6 +183,7 @@ impl SchedSource {
             tgids: BTreeSet::new(),
             cgroups: BTreeSet::new(),
             watched_cpus: Vec::new(),
+            quiet: BTreeSet::new(),
         };
         if let Some(bss) = me.loaded.skel.maps.bss_data.as_deref_mut() {
             // SAFETY: a valid, aligned field of the mmapped .bss map; the BPF
@@ -386,6 +390,38 @@ impl SchedSource {
             // program only reads it.
             unsafe { std::ptr::write_volatile(&mut bss.reader_polling, u32::from(on)) };
         }
+    }
+
+    /// Makes the switches of threads `tids` no transitions (the reader and
+    /// the threads it wakes, which run on the CPUs it watches): a CPU one of
+    /// them runs on keeps the LC state it had. Without it, such a thread
+    /// woken on a watched CPU where an LC task runs would make that task's
+    /// preemption an idle edge and its return a busy edge that wakes it
+    /// again, and so on for as long as the LC task is runnable there. The
+    /// set replaces the previous one; at most
+    /// [`crate::contract::MAX_QUIET_TIDS`] threads.
+    pub fn set_quiet_tids(&mut self, tids: &[u32]) -> Result<(), BpfError> {
+        let want: BTreeSet<u32> = tids.iter().copied().filter(|&t| t != 0).collect();
+        if want.len() > MAX_QUIET_TIDS as usize {
+            return Err(BpfError::TooMany {
+                what: "quiet threads",
+                limit: MAX_QUIET_TIDS,
+            });
+        }
+        for &t in self.quiet.difference(&want) {
+            // a thread gone from the set: its entry goes (an error here
+            // leaves it in the map, which only keeps it quiet)
+            let _ = self.skel().maps.quiet_tids.delete(&t.to_ne_bytes());
+        }
+        for &t in want.difference(&self.quiet) {
+            self.skel()
+                .maps
+                .quiet_tids
+                .update(&t.to_ne_bytes(), &WATCH_ON.to_ne_bytes(), MapFlags::ANY)
+                .map_err(map_err("quiet_tids", format!("insert {t}")))?;
+        }
+        self.quiet = want;
+        Ok(())
     }
 
     /// Delivers the events available now, without waiting.

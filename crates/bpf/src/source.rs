@@ -174,6 +174,16 @@ impl Source {
         }
     }
 
+    /// BPF: the threads whose switches are no transitions (the reader and
+    /// the threads it wakes; see `SchedSource::set_quiet_tids`). The poll
+    /// fallback reads /proc and is woken by nobody: nothing to do.
+    pub fn set_quiet_tids(&mut self, tids: &[u32]) -> Result<(), BpfError> {
+        match self {
+            Source::Bpf(s) => s.set_quiet_tids(tids),
+            Source::Poll(..) => Ok(()),
+        }
+    }
+
     /// One line for run-time reports: which source, how it works, and for
     /// the fallback why BPF was not used.
     pub fn describe(&self) -> String {

@@ -48,15 +48,15 @@ fn send_from(procs: Option<&Path>, n: u32) {
 
 #[test]
 fn packets_of_the_group_and_only_those_are_marked() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped packets_of_the_group_and_only_those_are_marked: needs root (cgroup BPF)");
+    use elfen_cmd::skip::{Need, skip};
+    if !Need::Root.present() {
+        skip(Need::Root, "cgroup BPF");
         return;
     }
     let root = match cgroup2() {
         Ok(r) => r,
         Err(e) => {
-            println!("skipped packets_of_the_group_and_only_those_are_marked: {e}");
+            skip(Need::CgroupV2Tree, e);
             return;
         }
     };

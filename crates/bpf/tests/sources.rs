@@ -8,54 +8,26 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const CHILD_ENV: &str = "ELFEN_BPF_TEST_CHILD";
-
-/// Not a test: the body of the child process (re-executed test binary).
-/// Pinned to the CPU named in the environment, it alternates ~2 ms of
-/// spinning with ~2 ms of sleep, for at most 30 s.
-#[test]
-fn child_main() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    if spec == "probe" {
-        // run as an unprivileged user by not_root_probe_names_the_reason
-        let p = probe();
-        println!(
-            "PROBE loadable={} reason={:?}",
-            p.loadable(),
-            p.reason().map(|e| e.to_string())
-        );
-        return;
-    }
-    let cpu: u32 = spec.parse().expect("cpu number");
-    elfen_topo::pin_current_thread(cpu).expect("pin the child");
-    let end = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < end {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(2) {
-            std::hint::spin_loop();
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
+/// The child process: `elfen-bpf-test-child CPU` alternates ~2 ms of
+/// spinning with ~2 ms of sleep pinned to CPU; `… probe` prints what
+/// probe() says for it.
+const CHILD: &str = env!("CARGO_BIN_EXE_elfen-bpf-test-child");
 
 /// The child process; killed (by its pid) and reaped on drop.
 struct ChildGuard(Child);
 
 impl ChildGuard {
-    fn spawn(env: &str, uid: Option<u32>) -> std::io::Result<ChildGuard> {
-        ChildGuard::spawn_exe(&std::env::current_exe()?, env, uid)
+    fn spawn(arg: &str, uid: Option<u32>) -> std::io::Result<ChildGuard> {
+        ChildGuard::spawn_exe(std::path::Path::new(CHILD), arg, uid)
     }
 
     fn spawn_exe(
         exe: &std::path::Path,
-        env: &str,
+        arg: &str,
         uid: Option<u32>,
     ) -> std::io::Result<ChildGuard> {
         let mut cmd = Command::new(exe);
-        cmd.args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, env)
+        cmd.arg(arg)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -185,6 +157,84 @@ fn bpf_sees_a_watched_child_busy_and_idle() {
     );
 }
 
+/// A thread of ours at SCHED_FIFO on the watched child's CPU, woken every
+/// 500 µs for 300 ms: its preemptions of the child are idle edges (events
+/// that name it as the task switched in) until it is made quiet, then none.
+#[test]
+fn a_quiet_threads_switches_are_no_transitions() {
+    let cpu = test_cpu();
+    let Some(mut src) = bpf_or_skip(&Options {
+        watched_cpus: Some(vec![cpu]),
+        ..Options::default()
+    }) else {
+        return;
+    };
+    let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    src.watch_tgid(child.pid()).unwrap();
+    // the preempting thread: its tid, then one run of wake-ups per request
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let waker = std::thread::spawn(move || {
+        elfen_topo::pin_current_thread(cpu).unwrap();
+        let fifo = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sets the calling thread's policy; a valid param.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) };
+        tid_tx.send((elfen_cmd::proc::gettid(), rc == 0)).unwrap();
+        while go_rx.recv().unwrap_or(false) {
+            let end = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < end {
+                std::thread::sleep(Duration::from_micros(500));
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
+            }
+            done_tx.send(()).unwrap();
+        }
+    });
+    let (tid, fifo) = tid_rx.recv().unwrap();
+    assert!(fifo, "SCHED_FIFO for the waker (BPF runs as root)");
+    // the idle edges naming the waker during one run of it
+    let edges_by_waker = |src: &mut SchedSource| {
+        src.wait_events(Duration::ZERO, |_| {}).unwrap();
+        go_tx.send(true).unwrap();
+        let mut n = 0usize;
+        loop {
+            src.wait_events(Duration::from_millis(20), |e| {
+                n += usize::from(e.cpu == cpu && !e.busy && e.tid == tid);
+            })
+            .unwrap();
+            if done_rx.try_recv().is_ok() {
+                break;
+            }
+        }
+        src.wait_events(Duration::from_millis(20), |e| {
+            n += usize::from(e.cpu == cpu && !e.busy && e.tid == tid);
+        })
+        .unwrap();
+        n
+    };
+    let loud = edges_by_waker(&mut src);
+    src.set_quiet_tids(&[tid]).unwrap();
+    let quiet = edges_by_waker(&mut src);
+    go_tx.send(false).unwrap();
+    waker.join().unwrap();
+    println!("idle edges naming the waker: {loud} before it was quiet, {quiet} after");
+    assert!(
+        loud > 0,
+        "the waker preempted the child (else the check says nothing)"
+    );
+    assert_eq!(quiet, 0, "a quiet thread's switches are no transitions");
+    // too many quiet threads: refused, naming the limit
+    let many: Vec<u32> = (1..=elfen_bpf::contract::MAX_QUIET_TIDS + 1).collect();
+    let e = src.set_quiet_tids(&many).unwrap_err().to_string();
+    assert!(
+        e.contains(&elfen_bpf::contract::MAX_QUIET_TIDS.to_string()),
+        "{e}"
+    );
+}
+
 #[test]
 fn poll_fallback_sees_a_watched_child_busy_and_idle() {
     let cpu = test_cpu();
@@ -289,14 +339,14 @@ fn not_root_probe_names_the_reason() {
         return;
     }
     // As root: run the probe in a child process as user nobody, from a
-    // copy of this binary that user can reach (the build directory may not
-    // be).
+    // copy of the child binary that user can reach (the build directory may
+    // not be).
     use std::os::unix::fs::PermissionsExt;
     let nobody = 65534;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = dir.path().join("probe-as-nobody");
-    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::copy(CHILD, &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut c = ChildGuard::spawn_exe(&exe, "probe", Some(nobody))
         .unwrap_or_else(|e| panic!("cannot run {} as uid {nobody}: {e}", exe.display()));
@@ -451,7 +501,7 @@ fn bpf_watches_a_cgroup_subtree() {
     }
     let Some(v2) = cgroup2_mount() else {
         elfen_cmd::skip::skip(
-            elfen_cmd::skip::Need::CgroupV2("tree".into()),
+            elfen_cmd::skip::Need::CgroupV2Tree,
             "no cgroup2 file system is mounted",
         );
         return;

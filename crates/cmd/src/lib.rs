@@ -12,6 +12,7 @@
 //! | `/proc` readings (per-thread CPU time, machine ticks, load), scheduling classes, who a pid is | [`proc`] |
 //! | files a root process trusts: atomic replacement, private directories, owners | [`files`] |
 //! | tests that cannot run here: what they need, whether this machine offers it, the test log | [`skip`] |
+//! | a test that may run twice because of the machine's noise: counted in the test log, a second failure fails | [`rerun`] |
 //! | bounded, seeded fuzzing in the tests (feature `fuzz`) | `fuzz` |
 #![deny(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod interrupt;
 pub mod lanelock;
 pub mod proc;
 pub mod progress;
+pub mod rerun;
 pub mod skip;
 pub mod time;
 

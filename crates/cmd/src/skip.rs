@@ -9,7 +9,8 @@
 //! test needs something this machine offers ([`Need::present`]): such a
 //! skip hides a test that could have run.
 //!
-//! [`crate::fuzz`] appends its targets' figures to the same file.
+//! [`crate::fuzz`] appends its targets' figures to the same file, and
+//! [`crate::rerun`] a line for each test that ran twice.
 
 use std::fmt;
 use std::io::Write;
@@ -34,6 +35,11 @@ pub enum Need {
     CgroupV1(String),
     /// A cgroup v2 hierarchy with this controller enabled at its root.
     CgroupV2(String),
+    /// A cgroup v2 file system mounted anywhere, whatever its controllers
+    /// (the unified tree of a hybrid layout counts).
+    CgroupV2Tree,
+    /// systemd as the init system (`/run/systemd/system` exists).
+    Systemd,
     /// A program on the `PATH` (or at this absolute path).
     Program(String),
     /// A hardware feature.
@@ -147,6 +153,8 @@ impl Need {
                 std::fs::read_to_string(m.join("cgroup.controllers"))
                     .is_ok_and(|s| s.split_whitespace().any(|w| w == c))
             }),
+            Need::CgroupV2Tree => !cgroup2_mounts().is_empty(),
+            Need::Systemd => Path::new("/run/systemd/system").is_dir(),
             Need::Program(p) => program_installed(p),
             Need::Hardware(f) => f.present(),
             Need::Input(p) => p.exists(),
@@ -155,8 +163,9 @@ impl Need {
 }
 
 /// The log's token: `root`, `unprivileged`, `bpf`, `cpus:N`,
-/// `cgroup-v1:C`, `cgroup-v2:C`, `program:NAME`, `hardware:FEATURE`,
-/// `input:PATH` (C and Java tests write the same tokens).
+/// `cgroup-v1:C`, `cgroup-v2:C`, `cgroup-v2` (a tree), `systemd`,
+/// `program:NAME`, `hardware:FEATURE`, `input:PATH` (C and Java tests and
+/// the VM test bed's scenarios write the same tokens).
 impl fmt::Display for Need {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -166,6 +175,8 @@ impl fmt::Display for Need {
             Need::Cpus(n) => write!(f, "cpus:{n}"),
             Need::CgroupV1(c) => write!(f, "cgroup-v1:{c}"),
             Need::CgroupV2(c) => write!(f, "cgroup-v2:{c}"),
+            Need::CgroupV2Tree => f.write_str("cgroup-v2"),
+            Need::Systemd => f.write_str("systemd"),
             Need::Program(p) => write!(f, "program:{p}"),
             Need::Hardware(h) => write!(f, "hardware:{}", h.token()),
             Need::Input(p) => write!(f, "input:{}", p.display()),
@@ -182,7 +193,8 @@ impl fmt::Display for UnknownNeed {
         write!(
             f,
             "unknown need {:?} (root, unprivileged, bpf, cpus:N, cgroup-v1:C, cgroup-v2:C, \
-             program:NAME, hardware:x86-64|invariant-tsc|transparent-huge-pages, input:PATH)",
+             cgroup-v2, systemd, program:NAME, \
+             hardware:x86-64|invariant-tsc|transparent-huge-pages, input:PATH)",
             self.0
         )
     }
@@ -205,6 +217,8 @@ impl std::str::FromStr for Need {
             ("cpus", Some(n)) => Need::Cpus(n.parse().map_err(|_| bad())?),
             ("cgroup-v1", Some(c)) => Need::CgroupV1(c.into()),
             ("cgroup-v2", Some(c)) => Need::CgroupV2(c.into()),
+            ("cgroup-v2", None) => Need::CgroupV2Tree,
+            ("systemd", None) => Need::Systemd,
             ("program", Some(p)) => Need::Program(p.into()),
             ("hardware", Some("x86-64")) => Need::Hardware(Feature::X86_64),
             ("hardware", Some("invariant-tsc")) => Need::Hardware(Feature::InvariantTsc),
@@ -230,6 +244,17 @@ pub enum Entry {
         need: String,
         /// Why it skipped, in words.
         reason: String,
+    },
+    /// A test that failed once and ran again ([`crate::rerun::once_more`]):
+    /// `rerun <TAB> suite <TAB> test <TAB> first failure`. Counted and
+    /// listed, never hidden; its second failure failed the test.
+    Rerun {
+        /// The test binary or program.
+        suite: String,
+        /// The test.
+        test: String,
+        /// The first run's failure, in its own words.
+        first_failure: String,
     },
     /// A fuzz target: `fuzz <TAB> suite <TAB> target <TAB> cases <TAB> seconds`.
     Fuzz {
@@ -265,6 +290,17 @@ impl fmt::Display for Entry {
                 field(need),
                 field(reason)
             ),
+            Entry::Rerun {
+                suite,
+                test,
+                first_failure,
+            } => write!(
+                f,
+                "rerun\t{}\t{}\t{}",
+                field(suite),
+                field(test),
+                field(first_failure)
+            ),
             Entry::Fuzz {
                 suite,
                 target,
@@ -290,6 +326,11 @@ impl Entry {
                 test: test.into(),
                 need: need.into(),
                 reason: reason.into(),
+            }),
+            ["rerun", suite, test, first_failure] => Some(Entry::Rerun {
+                suite: suite.into(),
+                test: test.into(),
+                first_failure: first_failure.into(),
             }),
             ["fuzz", suite, target, cases, seconds] => Some(Entry::Fuzz {
                 suite: suite.into(),
@@ -343,12 +384,17 @@ pub fn append(entry: &Entry) {
 /// Records that the current test (named after its thread, as the test
 /// harness names it) skips: it needs `need`, for `reason`.
 pub fn skip(need: Need, reason: impl fmt::Display) {
-    let test = std::thread::current()
+    skip_test(&current_test(), need, reason);
+}
+
+/// The current test's name: its thread's, as the test harness names it
+/// (`(unnamed test)` on a main thread).
+pub fn current_test() -> String {
+    std::thread::current()
         .name()
         .filter(|n| *n != "main")
         .unwrap_or("(unnamed test)")
-        .to_string();
-    skip_test(&test, need, reason);
+        .to_string()
 }
 
 /// Records that `test` skips: it needs `need`, for `reason`.
@@ -405,7 +451,7 @@ pub fn judge(entries: &[Entry]) -> Vec<Judged> {
                 reason: reason.clone(),
                 need: need.parse(),
             }),
-            Entry::Fuzz { .. } => None,
+            Entry::Fuzz { .. } | Entry::Rerun { .. } => None,
         })
         .collect()
 }
@@ -479,7 +525,7 @@ pub fn surefire_skips(xml: &str) -> Vec<Entry> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -491,6 +537,8 @@ mod tests {
             Need::Cpus(2),
             Need::CgroupV1("freezer".into()),
             Need::CgroupV2("cpu".into()),
+            Need::CgroupV2Tree,
+            Need::Systemd,
             Need::Program("systemd-analyze".into()),
             Need::Hardware(Feature::X86_64),
             Need::Hardware(Feature::InvariantTsc),
@@ -527,6 +575,15 @@ mod tests {
         assert!(!Need::Input("/no/such/elfen/input".into()).present());
         assert!(!Need::CgroupV1("no-such-controller".into()).present());
         assert!(!Need::CgroupV2("no-such-controller".into()).present());
+        let cgroup2 = std::fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("cgroup2"));
+        assert_eq!(Need::CgroupV2Tree.present(), cgroup2);
+        assert_eq!(
+            Need::Systemd.present(),
+            Path::new("/run/systemd/system").is_dir()
+        );
         assert_eq!(
             Need::Hardware(Feature::X86_64).present(),
             cfg!(target_arch = "x86_64")
@@ -559,17 +616,33 @@ mod tests {
             seconds: 0.25,
         };
         assert_eq!(Entry::parse(&f.to_string()), Some(f));
+        let r = Entry::Rerun {
+            suite: "s".into(),
+            test: "t".into(),
+            first_failure: "assertion failed:\tp99 3 ms".into(),
+        };
+        let line = r.to_string();
+        assert_eq!(line, "rerun\ts\tt\tassertion failed: p99 3 ms");
+        assert!(judge(&[r]).is_empty(), "a rerun is no skip");
+        assert!(matches!(
+            Entry::parse(&line),
+            Some(Entry::Rerun { first_failure, .. }) if first_failure == "assertion failed: p99 3 ms"
+        ));
         assert_eq!(Entry::parse("garbage"), None);
         assert_eq!(Entry::parse("fuzz\ts\tt\tmany\t1"), None);
     }
 
+    /// The tests of this crate that set [`LOG_ENV`] hold this lock.
+    pub(crate) static LOG_ENV_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn a_skip_is_appended_to_the_log() {
+        let _one = LOG_ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        // Only this test sets the variable; appending reads it at each call.
+        // Appending reads the variable at each call.
         let before = std::env::var_os(LOG_ENV);
-        // SAFETY: no other test of this binary reads or writes LOG_ENV.
+        // SAFETY: the tests of this binary that touch LOG_ENV hold LOG_ENV_LOCK.
         unsafe { std::env::set_var(LOG_ENV, &log) };
         skip_test("t1", Need::Cpus(1 << 20), "needs a huge machine");
         skip_test("t2", Need::Program("no-such-program-elfen".into()), "x");

@@ -51,6 +51,8 @@ pub struct FreezeOptions {
     pub priority: u8,
     /// CPUs the thread may run on (`None`: unchanged).
     pub cpus: Option<Vec<u32>>,
+    /// The bound on its real-time work (`crate::rt::DutyBound`).
+    pub bound: crate::rt::SpinBound,
 }
 
 /// What a stopped freezer reports.
@@ -73,6 +75,9 @@ pub struct FreezeReport {
     pub thaw: LatencySummary,
     /// From the switch that made a request lane busy to the group frozen.
     pub step_aside: LatencySummary,
+    /// 100 ms windows in which its work reached its real-time bound's
+    /// share and it ran the rest of the window at SCHED_OTHER.
+    pub rt_demotions: u64,
     /// Errors met (the thread keeps going; the first few are kept).
     pub errors: Vec<String>,
 }
@@ -172,6 +177,10 @@ impl FreezerHandle {
     }
 }
 
+/// The shortest sleep between decisions: a budget's end, or a freeze's
+/// poll, never makes the thread spin.
+const MIN_SLEEP: Duration = Duration::from_micros(20);
+
 /// The freezer thread's state.
 struct State {
     page: Arc<Page>,
@@ -261,11 +270,13 @@ impl State {
 
     fn run(&mut self, bell: &Bell, stop: &AtomicBool) -> FreezeReport {
         let mut sleep = Duration::ZERO;
+        let mut duty = crate::rt::DutyBound::new(self.opts.priority, &self.opts.bound);
         loop {
             bell.wait(sleep);
             if stop.load(Relaxed) {
                 break;
             }
+            duty.step(elfen_shm::clock::monotonic_ns());
             self.check_pending();
             let (nap, hold) = self.decide();
             if nap != self.frozen {
@@ -275,8 +286,10 @@ impl State {
                 // poll the freezer at a quarter of the time waited so far
                 Some((t0, _)) => hold.min((t0.elapsed() / 4).max(Duration::from_micros(50))),
                 None => hold,
-            };
+            }
+            .max(MIN_SLEEP);
         }
+        self.report.rt_demotions = duty.demotions;
         if self.frozen {
             self.set_frozen(false, 0);
         }

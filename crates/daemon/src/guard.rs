@@ -19,6 +19,17 @@
 //! test: while `KILL` is set it holds the lane (batch paused) until the
 //! switch clears, noticed at its next wake-up (a busy edge, or `max_sleep`).
 //!
+//! **Bounded.** Every spin at SCHED_FIFO — the occupation, the hold, the
+//! kill switch's — obeys the lane's [`LaneSpin`] (`crate::rt`): at most
+//! `spin_max_us` per busy period (named by its busy edge, shared with the
+//! writer holding the same lane) and `spin_share_pct` of the CPU over time.
+//! The runtime's nap ends at that deadline ([`BatchThread::set_spin_deadline`]);
+//! if the policy still says nap, the guard occupies on at SCHED_OTHER until
+//! the lane's next edge (normal tasks — kernel workers, RCU, the LC's own
+//! normal threads — then share the CPU with it; batch work, idle by its
+//! set-up, still waits) and returns to SCHED_FIFO for its next wake-up. The
+//! time past the bound is counted (`bounded_ns`, `cuts`).
+//!
 //! The loop: sleep on the bell until the writer rings it (a busy edge of
 //! the partner request lane) → if the lane is busy, `check()` (which spins
 //! until the policy says run) → **hold**: with borrow idle and a hold set,
@@ -34,6 +45,7 @@
 
 use crate::bell::Bell;
 use crate::error::DaemonError;
+use crate::rt::LaneSpin;
 use crate::worker::Worker;
 use crate::writer::LaneEdges;
 use elfen_cmd::proc::{SchedClass, gettid, set_sched};
@@ -60,17 +72,9 @@ pub struct GuardOptions {
     /// runs; 0 or `None`: no hold), and the request lanes' idle edges it
     /// is counted from.
     pub hold: Option<(Arc<AtomicU64>, Arc<LaneEdges>)>,
-}
-
-impl Default for GuardOptions {
-    fn default() -> Self {
-        GuardOptions {
-            priority: crate::config::DEFAULT_GUARD_PRIORITY,
-            recheck: None,
-            max_sleep: Duration::from_millis(100),
-            hold: None,
-        }
-    }
+    /// The bound on its real-time spinning, and its account (shared with
+    /// the writer when it holds the same lane).
+    pub spin: Arc<LaneSpin>,
 }
 
 /// Latency percentiles, ns.
@@ -155,6 +159,11 @@ pub struct GuardReport {
     pub held_ns: u64,
     /// Busy edges occupied while holding (no wake-up needed).
     pub caught: u64,
+    /// Spins the real-time bound ended while the policy still said nap
+    /// (the guard then occupied at SCHED_OTHER until the next edge).
+    pub cuts: u64,
+    /// CPU time occupied at SCHED_OTHER past the bound, ns.
+    pub bounded_ns: u64,
     /// Wake-ups of the guard.
     pub wakes: u64,
     /// From the context switch that made the request lane busy (the
@@ -187,6 +196,10 @@ struct Counters {
     occupied_cpu_ns: Arc<AtomicU64>,
     /// CPU time spent holding through gaps, ns.
     held_cpu_ns: Arc<AtomicU64>,
+    /// Of the occupation, CPU time at SCHED_OTHER past the bound, ns.
+    bounded_cpu_ns: Arc<AtomicU64>,
+    /// Spins the bound ended.
+    cuts: Arc<AtomicU64>,
 }
 
 /// A guard thread (see the module docs).
@@ -264,14 +277,16 @@ fn budget_sleep(bt: &BatchThread, opts: &GuardOptions) -> Duration {
 }
 
 /// Holds the lane after an occupation (borrow idle, LC idle now): spins
-/// until the hold has passed since the request lane's last idle edge, or
-/// the lane is busy again (returns true: occupy again at once).
+/// until the hold has passed since the request lane's last idle edge, the
+/// lane is busy again (returns true: occupy again at once), or the spin
+/// bound of busy period `period` ends it.
 fn hold(
     bt: &BatchThread,
     word: &std::sync::atomic::AtomicU64,
     opts: &GuardOptions,
     stop: &AtomicBool,
     c: &Counters,
+    period: u64,
 ) -> bool {
     let Some((hold, edges)) = &opts.hold else {
         return false;
@@ -280,23 +295,101 @@ fn hold(
     if h == 0 || bt.policy().kind != elfen_policy::PolicyKind::BorrowIdle {
         return false;
     }
-    let until = edges.idle_since(bt.request_lane()).saturating_add(h);
     let t0 = elfen_shm::clock::monotonic_ns();
     let mut now = t0;
     let mut busy = state::busy(word.load(Acquire));
+    let until = edges.idle_since(bt.request_lane()).saturating_add(h);
     if busy || now >= until {
         return busy;
     }
+    let until = until.min(t0.saturating_add(opts.spin.allowance(period, t0)));
     let cpu0 = thread_cpu_ns();
     while !busy && now < until && !stop.load(Relaxed) {
         std::hint::spin_loop();
         busy = state::busy(word.load(Acquire));
         now = elfen_shm::clock::monotonic_ns();
     }
+    let cpu = thread_cpu_ns().saturating_sub(cpu0);
+    opts.spin.charge(cpu, now);
     c.held_ns.fetch_add(now - t0, Relaxed);
-    c.held_cpu_ns
-        .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
+    c.held_cpu_ns.fetch_add(cpu, Relaxed);
     busy
+}
+
+/// Puts the calling guard in `class` (the bound's step down to SCHED_OTHER
+/// and back); false if the kernel refused (the caller then does not spin
+/// at the class it could not leave).
+fn set_class(class: SchedClass) -> bool {
+    set_sched(0, class).is_ok()
+}
+
+/// Spins while `go` says so, at SCHED_FIFO up to the bound of busy period
+/// `period`, then at SCHED_OTHER; the occupation's CPU time, with the part
+/// past the bound, counted in `c`. For the kill switch (its period: when
+/// the guard saw it set).
+fn spin_bounded(opts: &GuardOptions, c: &Counters, period: u64, go: impl Fn() -> bool) {
+    let t0 = elfen_shm::clock::monotonic_ns();
+    let until = t0.saturating_add(opts.spin.allowance(period, t0));
+    let cpu0 = thread_cpu_ns();
+    let mut i = 0u32;
+    while go() {
+        std::hint::spin_loop();
+        i = i.wrapping_add(1);
+        if i % 1024 == 0 && elfen_shm::clock::monotonic_ns() >= until {
+            break;
+        }
+    }
+    let cpu1 = thread_cpu_ns();
+    opts.spin
+        .charge(cpu1.saturating_sub(cpu0), elfen_shm::clock::monotonic_ns());
+    if go() && set_class(SchedClass::Other) {
+        opts.spin.cut();
+        c.cuts.fetch_add(1, Relaxed);
+        while go() {
+            std::hint::spin_loop();
+        }
+        let past = thread_cpu_ns().saturating_sub(cpu1);
+        c.bounded_cpu_ns.fetch_add(past, Relaxed);
+        opts.spin.bounded_ns.fetch_add(past, Relaxed);
+        set_class(SchedClass::Fifo(opts.priority));
+    }
+    c.occupied_cpu_ns
+        .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
+}
+
+/// One check of the lane in busy period `period` (its busy edge): the
+/// runtime's slow path, its nap's spin ending at the bound; if the policy
+/// still says nap there, the nap goes on at SCHED_OTHER until the lane's
+/// state changes. Returns whether it napped.
+fn occupy(bt: &mut BatchThread, opts: &GuardOptions, c: &Counters, period: u64) -> bool {
+    let naps = bt.stats().naps;
+    let cpu0 = thread_cpu_ns();
+    let now = elfen_shm::clock::monotonic_ns();
+    let allowance = opts.spin.allowance(period, now);
+    let clock = bt.page().clock();
+    bt.set_spin_deadline(Some(
+        clock.now().saturating_add(clock.ns_to_ticks(allowance)),
+    ));
+    bt.check();
+    let cpu1 = thread_cpu_ns();
+    opts.spin
+        .charge(cpu1.saturating_sub(cpu0), elfen_shm::clock::monotonic_ns());
+    if bt.cut_short() && set_class(SchedClass::Other) {
+        opts.spin.cut();
+        c.cuts.fetch_add(1, Relaxed);
+        bt.set_spin_deadline(None);
+        bt.slow_path();
+        let past = thread_cpu_ns().saturating_sub(cpu1);
+        c.bounded_cpu_ns.fetch_add(past, Relaxed);
+        opts.spin.bounded_ns.fetch_add(past, Relaxed);
+        set_class(SchedClass::Fifo(opts.priority));
+    }
+    let napped = bt.stats().naps > naps;
+    if napped {
+        c.occupied_cpu_ns
+            .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
+    }
+    napped
 }
 
 fn run(
@@ -331,16 +424,12 @@ fn run(
         if page.killed() {
             // The kill switch: batch paused. The check's fast path never
             // reads the control word, so the guard holds the lane itself
-            // until the switch clears (or the daemon stops).
+            // until the switch clears (or the daemon stops), within the
+            // bound at SCHED_FIFO.
             let t0 = elfen_shm::clock::monotonic_ns();
-            let cpu0 = thread_cpu_ns();
             c.occupations.fetch_add(1, Relaxed);
-            while page.killed() && !stop.load(Relaxed) {
-                std::hint::spin_loop();
-            }
+            spin_bounded(opts, c, t0, || page.killed() && !stop.load(Relaxed));
             killed_ns += elfen_shm::clock::monotonic_ns() - t0;
-            c.occupied_cpu_ns
-                .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
             c.occupied_ns.store(bt.stats().nap_ns + killed_ns, Relaxed);
             continue;
         }
@@ -351,13 +440,11 @@ fn run(
             continue;
         }
         let woke_ns = elfen_shm::clock::monotonic_ns();
-        let naps = bt.stats().naps;
-        let cpu0 = thread_cpu_ns();
-        bt.check();
-        let after = bt.stats();
-        if after.naps > naps {
-            c.occupied_cpu_ns
-                .fetch_add(thread_cpu_ns().saturating_sub(cpu0), Relaxed);
+        // the busy period, named by its busy edge (the writer's, as it
+        // names it for its own hold of this lane)
+        let period = bell.busy_event_ns();
+        if occupy(bt, opts, c, period) {
+            let after = bt.stats();
             c.occupations.fetch_add(1, Relaxed);
             c.occupied_ns.store(after.nap_ns + killed_ns, Relaxed);
             let edge = bell.busy_event_ns();
@@ -365,7 +452,7 @@ fn run(
             if state::busy(s) && !co_running && edge > 0 && woke_ns >= edge {
                 let _ = hist.record((woke_ns - edge).max(1));
             }
-            again = hold(bt, word, opts, stop, c);
+            again = hold(bt, word, opts, stop, c, period);
         }
         if state::busy(word.load(Acquire)) && bt.expected() == state::NEVER {
             sleep = budget_sleep(bt, opts);
@@ -379,6 +466,8 @@ fn run(
         occupied_ns: stats.nap_ns,
         held_ns: c.held_ns.load(Relaxed),
         caught,
+        cuts: c.cuts.load(Relaxed),
+        bounded_ns: c.bounded_cpu_ns.load(Relaxed),
         wakes,
         step_aside: LatencySummary::of(&hist),
         stats,
@@ -423,6 +512,15 @@ impl GuardHandle {
         (
             self.counters.occupied_cpu_ns.load(Relaxed),
             self.counters.held_cpu_ns.load(Relaxed),
+        )
+    }
+
+    /// CPU time occupied at SCHED_OTHER past the real-time bound so far,
+    /// and the spins the bound ended.
+    pub fn bounded(&self) -> (u64, u64) {
+        (
+            self.counters.bounded_cpu_ns.load(Relaxed),
+            self.counters.cuts.load(Relaxed),
         )
     }
 

@@ -89,6 +89,8 @@ fn slot(k: DaemonKnob) -> usize {
 pub struct Health {
     groups: Vec<GroupLive>,
     lc_ignored: AtomicU64,
+    /// Why the daemon protects nothing now (the LC unseen on its lanes).
+    lc_unseen: Mutex<Option<String>>,
     about: Mutex<Option<DaemonAbout>>,
 }
 
@@ -139,6 +141,7 @@ impl Health {
                 })
                 .collect(),
             lc_ignored: AtomicU64::new(0),
+            lc_unseen: Mutex::new(None),
             about: Mutex::new(None),
         }
     }
@@ -297,6 +300,19 @@ impl Health {
         self.lc_ignored.fetch_add(1, Relaxed);
     }
 
+    /// The LC goes unseen on its request lanes (`Some(why)`), or is seen.
+    pub fn set_lc_unseen(&self, why: Option<String>) {
+        *self.lc_unseen.lock().unwrap_or_else(|p| p.into_inner()) = why;
+    }
+
+    /// Why the LC goes unseen, while it does.
+    pub fn lc_unseen(&self) -> Option<String> {
+        self.lc_unseen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Group `g`'s state.
     pub fn state(&self, g: usize) -> GroupState {
         let Some(gl) = self.groups.get(g) else {
@@ -388,6 +404,7 @@ impl Health {
             schema: HEALTH_SCHEMA.into(),
             pid: std::process::id(),
             lc_ignored: self.lc_ignored.load(Relaxed),
+            lc_unseen: self.lc_unseen(),
             groups,
             about: self.about.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }

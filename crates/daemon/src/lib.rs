@@ -31,7 +31,8 @@
 //! check before anything is applied), [`lc`] (discovery), [`subtree`] (an LC
 //! named by the host's names), [`writer`], [`bell`], [`guard`],
 //! [`freeze`], [`blind`], [`worker`] (how each of those threads starts and
-//! stops), [`batch`] (groups, commands, SCHED_IDLE), [`health`] (failed
+//! stops), [`rt`] (the bound on their real-time spinning, and the kernel's
+//! real-time throttling), [`batch`] (groups, commands, SCHED_IDLE), [`health`] (failed
 //! knob writes counted, groups degraded or lost), [`isolation`] (memory,
 //! disk I/O and egress of batch groups), [`metrics`], [`daemon`] (the run),
 //! [`logging`] (one event per line, with levels), [`measure`] (`elfen daemon measure`), [`helpers`] (the test LC service and
@@ -58,6 +59,7 @@ pub mod metrics;
 pub mod placement;
 pub mod plan;
 pub mod protection;
+pub mod rt;
 pub mod subtree;
 pub mod units;
 pub mod worker;

@@ -85,6 +85,10 @@ pub struct Snapshot {
     pub lc_restarts: u64,
     /// Same-named processes of another user not adopted as the LC.
     pub lc_ignored: u64,
+    /// Processes an LC process started, followed as the service.
+    pub lc_followed: u64,
+    /// Whether the LC goes unseen on its request lanes now.
+    pub lc_unseen: bool,
     /// Values the start repaired.
     pub repaired: u64,
     /// Blind isolation's cpuset writes.
@@ -217,6 +221,22 @@ pub const DAEMON_METRICS: &[MetricDesc] = &[
         labels: &[],
         help: "Processes named like the LC service but of another user, not adopted",
         samples: |s| one(Value::Int(s.lc_ignored)),
+    },
+    MetricDesc {
+        name: "elfen_lc_followed_processes_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Processes an LC process started (children and theirs, whatever their user), \
+               followed as part of the LC service",
+        samples: |s| one(Value::Int(s.lc_followed)),
+    },
+    MetricDesc {
+        name: "elfen_lc_unseen",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "1 while the LC service uses CPU as batch work runs but no LC busy period is \
+               seen on its request lanes (nothing steps aside for it), else 0",
+        samples: |s| one(Value::Int(u64::from(s.lc_unseen))),
     },
     MetricDesc {
         name: "elfen_batch_kills_total",

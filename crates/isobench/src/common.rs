@@ -20,28 +20,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How helper programs (the LC server, the balloon, a daemon to SIGKILL)
-/// are started: `elfen isobench helper …` from the `elfen` binary, or the
-/// test binary re-run with the helper's arguments in the environment.
+/// are started: `elfen isobench helper …` from the `elfen` binary, or a
+/// program that takes the helper's arguments as they are (the tests'
+/// `elfen-isobench-helper`, this crate's binary).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum Helpers {
     /// `<elfen> isobench helper <args>`.
     Cli(PathBuf),
-    /// `env ELFEN_ISOBENCH_HELPER=<args as JSON> <test binary> child_main --exact`.
-    Test(PathBuf),
+    /// `<program> <args>`.
+    Program(PathBuf),
 }
-
-/// The environment variable a test binary's `child_main` reads.
-pub const HELPER_ENV: &str = "ELFEN_ISOBENCH_HELPER";
 
 impl Helpers {
     /// For the `elfen` binary running now.
     pub fn cli() -> Helpers {
         Helpers::Cli(std::env::current_exe().unwrap_or_else(|_| "elfen".into()))
-    }
-
-    /// For the test binary running now.
-    pub fn test() -> Helpers {
-        Helpers::Test(std::env::current_exe().expect("the test binary"))
     }
 
     /// The argv that runs helper `args`.
@@ -55,17 +48,9 @@ impl Helpers {
             .into_iter()
             .chain(args.iter().cloned())
             .collect(),
-            Helpers::Test(exe) => vec![
-                "env".into(),
-                format!(
-                    "{HELPER_ENV}={}",
-                    serde_json::to_string(args).expect("strings serialise")
-                ),
-                exe.to_string_lossy().into_owned(),
-                "child_main".into(),
-                "--exact".into(),
-                "--quiet".into(),
-            ],
+            Helpers::Program(exe) => std::iter::once(exe.to_string_lossy().into_owned())
+                .chain(args.iter().cloned())
+                .collect(),
         }
     }
 
@@ -76,13 +61,6 @@ impl Helpers {
         c.args(&argv[1..]).stdin(Stdio::null());
         c
     }
-}
-
-/// The helper arguments a test binary's `child_main` was given, if any.
-pub fn helper_args_from_env() -> Option<Vec<String>> {
-    std::env::var(HELPER_ENV)
-        .ok()
-        .and_then(|v| serde_json::from_str(&v).ok())
 }
 
 /// A child process, SIGKILLed by pid and reaped when dropped.

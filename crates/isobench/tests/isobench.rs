@@ -9,11 +9,14 @@
 //!   (the balloon and only it killed, no OOM kill; the I/O budget binds;
 //!   the fail-safe engages in every run).
 //!
-//! No speed is asserted beyond wide, behavioural margins.
+//! No speed is asserted beyond wide, behavioural margins. A test this
+//! machine cannot run records a skip (`elfen_cmd::skip`); a program the
+//! project's setup installs (`scripts/deps/isolation.apt`) is never a
+//! reason to skip: missing, it fails the test.
 
+use elfen_cmd::skip::{Need, skip_test};
 use elfen_isobench::common::{
-    ChildGuard, Helpers, InProcessDaemon, Load, free_port, helper_args_from_env, run_load,
-    wait_listening,
+    ChildGuard, Helpers, InProcessDaemon, Load, free_port, run_load, wait_listening,
 };
 use elfen_shm::KillMode;
 use rand::Rng;
@@ -22,37 +25,34 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Not a test: the body of helper processes (this binary re-run with the
-/// helper's arguments in the environment).
-#[test]
-fn child_main() {
-    if let Some(args) = helper_args_from_env() {
-        if let Err(e) = elfen_isobench::helpers::run(&args) {
-            eprintln!("helper {args:?}: {e:#}");
-            std::process::exit(1);
-        }
-        std::process::exit(0);
-    }
+/// The helper programs, from this crate's `elfen-isobench-helper`.
+fn helpers() -> Helpers {
+    Helpers::Program(env!("CARGO_BIN_EXE_elfen-isobench-helper").into())
 }
 
-/// `None` (said) unless this test can run: root, 2 CPUs, `programs` found.
+/// `None` (a skip recorded) unless this test can run: root, 2 CPUs. The
+/// `programs` it runs, which `scripts/setup.sh` installs, must be there:
+/// a missing one fails the test.
 fn ok(test: &str, programs: &[&str]) -> Option<elfen_cmd::LaneLock> {
-    if !elfen_cmd::proc::is_root() {
-        println!("skipped {test}: needs root (cgroups, BPF, namespaces)");
+    if !Need::Root.present() {
+        skip_test(test, Need::Root, "cgroups, BPF, namespaces");
         return None;
     }
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        println!("skipped {test}: needs 2 CPUs");
+    if !Need::Cpus(2).present() {
+        skip_test(test, Need::Cpus(2), "an LC CPU and a batch CPU");
         return None;
     }
-    for p in programs {
-        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .any(|d| d.join(p).is_file());
-        if !found {
-            println!("skipped {test}: {p} is not installed (scripts/deps/isolation.apt)");
-            return None;
-        }
-    }
+    let missing: Vec<&str> = programs
+        .iter()
+        .copied()
+        .filter(|p| !Need::Program((*p).into()).present())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{test}: {} not installed: `scripts/setup.sh --deps isolation` installs them \
+         (scripts/deps/isolation.apt)",
+        missing.join(", ")
+    );
     Some(elfen_cmd::LaneLock::acquire().expect("the lane lock"))
 }
 
@@ -74,7 +74,7 @@ fn the_kill_switch_toggled_under_load_loses_no_request_and_leaves_nothing_frozen
         return;
     };
     for mode in ["freeze", "blind"] {
-        let helpers = Helpers::test();
+        let helpers = helpers();
         let port = free_port().unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let lc = ChildGuard(
@@ -193,7 +193,7 @@ fn egress_marked_low_goes_behind_the_lc() {
         ..Default::default()
     };
     let stop = AtomicBool::new(false);
-    let reps = elfen_isobench::egress::measure(&p, &Helpers::test(), &stop).unwrap();
+    let reps = elfen_isobench::egress::measure(&p, &helpers(), &stop).unwrap();
     let get = |c: &str| reps.iter().find(|r| r.config == c).unwrap();
     let (alone, normal, low) = (get("alone"), get("normal"), get("low"));
     for r in [alone, normal, low] {
@@ -225,7 +225,8 @@ fn the_memory_benchmark_kills_the_balloon_and_nothing_else() {
     if !Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists()
         && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
     {
-        println!("skipped {test}: no memory controller");
+        let why = "the batch groups' memory limits (v1 hierarchy, or v2 at /sys/fs/cgroup)";
+        skip_test(test, Need::CgroupV1("memory".into()), why);
         return;
     }
     let p = elfen_isobench::memory::Params {
@@ -241,7 +242,7 @@ fn the_memory_benchmark_kills_the_balloon_and_nothing_else() {
         ..Default::default()
     };
     let stop = AtomicBool::new(false);
-    let reps = elfen_isobench::memory::measure(&p, &Helpers::test(), &stop).unwrap();
+    let reps = elfen_isobench::memory::measure(&p, &helpers(), &stop).unwrap();
     let s = elfen_isobench::memory::summary(&reps);
     print!("{}", elfen_isobench::memory::render(&s));
     let b = reps.iter().find(|r| r.config == "balloon").unwrap();
@@ -259,8 +260,9 @@ fn the_io_budget_binds_the_batch_jobs() {
     let Some(_lock) = ok(test, &["fio", "losetup"]) else {
         return;
     };
-    if !Path::new("/sys/fs/cgroup/blkio/cgroup.procs").exists() {
-        println!("skipped {test}: needs the cgroup v1 blkio hierarchy");
+    if !Need::CgroupV1("blkio".into()).present() {
+        let why = "the benchmark's I/O budget is written to v1 blkio throttles";
+        skip_test(test, Need::CgroupV1("blkio".into()), why);
         return;
     }
     let p = elfen_isobench::io::Params {
@@ -297,7 +299,7 @@ fn the_failsafe_engages_in_every_run() {
         heartbeat_ms: 50,
     };
     let stop = AtomicBool::new(false);
-    let reps = elfen_isobench::failsafe::measure(&p, &Helpers::test(), &stop).unwrap();
+    let reps = elfen_isobench::failsafe::measure(&p, &helpers(), &stop).unwrap();
     for r in &reps {
         assert!(r.stale_ms.is_some(), "run {}: never stale", r.run);
         if r.frozen_busy {

@@ -18,7 +18,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The record's format (`schema`).
-pub const HEALTH_SCHEMA: &str = "elfen-daemon-health/2";
+pub const HEALTH_SCHEMA: &str = "elfen-daemon-health/3";
 
 /// A knob the daemon writes while it runs, whose failures it counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -191,6 +191,10 @@ pub struct DaemonHealth {
     /// Same-named processes of another user not adopted as the LC.
     #[serde(default)]
     pub lc_ignored: u64,
+    /// Why it protects nothing now: the LC service used CPU while batch
+    /// work ran, and no LC busy period was seen on its request lanes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lc_unseen: Option<String>,
     /// Its batch groups.
     pub groups: Vec<GroupHealth>,
     /// What it runs.
@@ -258,11 +262,13 @@ impl DaemonHealth {
         elfen_cmd::files::write_atomic(&health_path(page), &json, 0o644)
     }
 
-    /// Whether a group is lost or degraded.
+    /// Whether a group is lost or degraded, or the LC goes unseen.
     pub fn troubled(&self) -> bool {
-        self.groups
-            .iter()
-            .any(|g| matches!(g.state, GroupState::Lost | GroupState::Degraded))
+        self.lc_unseen.is_some()
+            || self
+                .groups
+                .iter()
+                .any(|g| matches!(g.state, GroupState::Lost | GroupState::Degraded))
     }
 }
 
@@ -275,6 +281,7 @@ mod tests {
             schema: HEALTH_SCHEMA.into(),
             pid,
             lc_ignored: 1,
+            lc_unseen: Some("the LC service used 400 ms of CPU …".into()),
             groups: vec![GroupHealth {
                 name: "frz".into(),
                 mode: "freeze".into(),

@@ -115,6 +115,9 @@ fn daemon_health(o: &mut String, s: &PageStatus) {
         let _ = writeln!(o, "  host: {}", a.host);
         let _ = writeln!(o, "  {}", a.placement);
     }
+    if let Some(u) = &h.lc_unseen {
+        let _ = writeln!(o, "WARNING: LC UNSEEN: {u}");
+    }
     let _ = writeln!(
         o,
         "batch groups of daemon pid {}{}:",

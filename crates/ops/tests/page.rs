@@ -257,6 +257,7 @@ fn status_shows_the_daemons_modes_and_groups() {
         schema: HEALTH_SCHEMA.into(),
         pid: std::process::id(),
         lc_ignored: 0,
+        lc_unseen: Some("the LC service used 400 ms of CPU in the last 5.0 s …".into()),
         groups: vec![GroupHealth {
             name: "batch".into(),
             mode: "idle".into(),
@@ -291,7 +292,9 @@ fn status_shows_the_daemons_modes_and_groups() {
         "batch-<name>",
         "waiting — nightly.service runs nothing now",
         "owned by systemd (batch.slice)",
+        "WARNING: LC UNSEEN: the LC service used 400 ms of CPU",
     ] {
         assert!(text.contains(want), "{want:?} in:\n{text}");
     }
+    assert!(h.troubled(), "an LC the lanes never see is trouble");
 }

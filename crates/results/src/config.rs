@@ -130,9 +130,11 @@ impl Config {
 
     /// Whether `elfen bench` runs it when no configurations are named: not
     /// the daemon's modes, which protect unmodified services and so need
-    /// the kernel signal (`--lc-signal bpf`) and real-time threads.
+    /// the kernel signal (`--lc-signal bpf`) and real-time threads; nor
+    /// dynamic refresh, which the harness runs as refresh budget (it sets
+    /// no reference IPC), so it would repeat that configuration.
     pub fn in_default_sweep(self) -> bool {
-        self.in_harness() && !self.is_daemon_mode()
+        self.in_harness() && !self.is_daemon_mode() && self != Config::DynamicRefresh
     }
 
     /// The daemon's modes for unmodified batch programs (`cpu_idle`,

@@ -34,11 +34,19 @@ pub use record::{
     UtilizationStats, save_json,
 };
 pub use run::{
-    BatchInfo, BudgetInfo, ChaseInfo, LanesInfo, LcInfo, PreSweepPoint, Run, Skipped, SloInfo, Wall,
+    AddedRound, BatchInfo, BudgetInfo, ChaseInfo, LanesInfo, LcInfo, LoadRounds, PreSweepPoint,
+    Rounds, RoundsEnd, Run, Skipped, SloInfo, Wall,
 };
 
-/// The schema tag at the top of every result file; bump on incompatible change.
-pub const SCHEMA: &str = "elfen-result/2";
+/// The schema tag at the top of every result file this build writes; bump
+/// when an older build could not read the file (a new field: older builds
+/// refuse unknown fields).
+pub const SCHEMA: &str = "elfen-result/3";
+
+/// Older tags this build still reads: their files lack only records added
+/// since, which read as absent (`elfen-result/2`: no added rounds, no
+/// record of whether the batch lanes share the request lane's core).
+pub const READS: [&str; 1] = ["elfen-result/2"];
 
 /// Errors reading or writing result files.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +77,7 @@ pub enum ResultsError {
     },
     /// The file has another schema tag.
     #[error(
-        "{path}: schema is {found:?}, this build reads {SCHEMA:?} (re-run the command that made it)"
+        "{path}: schema is {found:?}, this build reads {SCHEMA:?} and {READS:?} (re-run the command that made it)"
     )]
     Schema {
         /// The file.

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-use crate::{Config, ResultsError, Run, SCHEMA};
+use crate::{Config, READS, ResultsError, Run, SCHEMA};
 
 /// Where the figures of a file come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,7 +30,7 @@ impl Source {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResultFile {
-    /// Always [`SCHEMA`].
+    /// [`SCHEMA`] (a file read with an older tag of [`READS`] keeps it).
     pub schema: String,
     /// Measured or simulated.
     pub source: Source,
@@ -101,7 +101,7 @@ impl ResultFile {
                 source,
             })?;
         let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
-        if found != SCHEMA {
+        if found != SCHEMA && !READS.contains(&found) {
             return Err(ResultsError::Schema {
                 path: p,
                 found: found.to_string(),

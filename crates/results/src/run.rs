@@ -23,8 +23,12 @@ pub struct Run {
     pub slo: SloInfo,
     /// The budget policies' budgets.
     pub budget: BudgetInfo,
-    /// Invocations per point planned.
+    /// Invocations per point planned: every point runs this many rounds.
     pub reps_planned: u32,
+    /// Rounds added where a verdict was still open after `reps_planned`
+    /// ([`Rounds`]); `None` in files written before rounds were added.
+    #[serde(default)]
+    pub rounds: Option<Rounds>,
     /// Every configuration's invocation of a round sends the same arrivals
     /// and requests (common random numbers), so same-round ratios pair up.
     pub common_random_numbers: bool,
@@ -105,6 +109,12 @@ pub struct LanesInfo {
     pub batch_cpus: Vec<u32>,
     /// The load generator's (and dispatcher's) CPUs.
     pub generator_cpus: Vec<u32>,
+    /// Whether the batch lanes are SMT siblings of the request lane (one
+    /// core): then a batch thread that steps aside frees the core's
+    /// execution units; otherwise only the shared cache and memory
+    /// bandwidth. `None` in files written before it was recorded.
+    #[serde(default)]
+    pub batch_shares_core: Option<bool>,
     /// The signal page.
     pub page: String,
 }
@@ -161,6 +171,78 @@ pub struct BudgetInfo {
     /// Per load: (rps, budget µs).
     #[serde(default)]
     pub by_rps: Vec<(f64, f64)>,
+}
+
+/// Rounds added to the points whose verdict the first rounds left open:
+/// the cap, and what was added at each load and why it stopped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rounds {
+    /// Most rounds a point may run (the cap).
+    pub max_reps: u32,
+    /// Wall time the added rounds may take together, s (the other cap).
+    pub budget_s: f64,
+    /// Wall time they took, s.
+    pub spent_s: f64,
+    /// The knee (rps) that chose the loads judged when rounds were added:
+    /// only loads up to it get more rounds.
+    pub knee_rps: Option<f64>,
+    /// Per load, ascending: the rounds added.
+    #[serde(default)]
+    pub by_rps: Vec<LoadRounds>,
+    /// Why no more rounds were added.
+    pub end: RoundsEnd,
+}
+
+/// The rounds added at one load.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadRounds {
+    /// Load, rps.
+    pub rps: f64,
+    /// Rounds run at this load in all (LC alone's count).
+    pub rounds: u32,
+    /// Every added round, in the order run: the series (`config · batch`)
+    /// beside LC alone in it.
+    #[serde(default)]
+    pub added: Vec<AddedRound>,
+}
+
+/// One added round at a load.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddedRound {
+    /// The round's number (1-based).
+    pub round: u32,
+    /// The series run in it besides LC alone: those whose verdict was open.
+    pub series: Vec<String>,
+}
+
+/// Why rounds stopped being added.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoundsEnd {
+    /// Every judged verdict concluded (kept or HURT) — none was open.
+    #[default]
+    Concluded,
+    /// The open verdicts reached `max_reps` rounds.
+    RoundCap,
+    /// The added rounds used their wall-time budget.
+    TimeCap,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl RoundsEnd {
+    /// In words.
+    pub fn words(self) -> &'static str {
+        match self {
+            RoundsEnd::Concluded => "every judged verdict concluded",
+            RoundsEnd::RoundCap => "the open verdicts reached the round cap",
+            RoundsEnd::TimeCap => "the added rounds' time budget was spent",
+            RoundsEnd::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// A configuration asked for but not run.

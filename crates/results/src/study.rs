@@ -14,6 +14,8 @@
 
 use crate::{Config, Distribution, Point, Rep, ResultFile, Source, Stat};
 
+pub mod conclusion;
+
 /// The loads of a file, ascending.
 pub fn loads(f: &ResultFile) -> Vec<f64> {
     let mut v: Vec<f64> = f.points.iter().map(|p| p.rps_target).collect();
@@ -440,6 +442,42 @@ pub fn protection(f: &ResultFile, tolerance: f64, knee: Option<f64>) -> Vec<Prot
         });
     }
     out
+}
+
+/// A judged load whose verdict is open: its interval straddles the limit
+/// (or it has too few rounds for one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Open {
+    /// The series.
+    pub key: SeriesKey,
+    /// The load, rps.
+    pub rps: f64,
+    /// Rounds that paired up so far.
+    pub rounds: usize,
+}
+
+/// The open verdicts of `prot` ([`protection`]), by load then series: the
+/// inconclusive loads of every series whose verdict is inconclusive (a
+/// series HURT at one load is HURT whatever its other loads say). Those
+/// with fewer than `max_rounds` paired rounds can take another round, the
+/// rest have reached the cap.
+pub fn open_verdicts(prot: &[Protection], max_rounds: usize) -> (Vec<Open>, Vec<Open>) {
+    let mut open: Vec<Open> = prot
+        .iter()
+        .filter(|p| p.verdict == Verdict::Inconclusive)
+        .flat_map(|p| {
+            p.loads
+                .iter()
+                .filter(|l| l.verdict == LoadVerdict::Inconclusive)
+                .map(|l| Open {
+                    key: p.key.clone(),
+                    rps: l.rps,
+                    rounds: l.rounds,
+                })
+        })
+        .collect();
+    open.sort_by(|a, b| a.rps.total_cmp(&b.rps).then_with(|| a.key.cmp(&b.key)));
+    open.into_iter().partition(|o| o.rounds < max_rounds)
 }
 
 /// One row of the side-by-side table: a point with its ratios.

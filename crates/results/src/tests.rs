@@ -100,6 +100,10 @@ fn save_load_round_trip_and_schema_check() {
         "floats round-trip exactly (serde_json float_roundtrip)"
     );
 
+    assert_eq!(
+        g.schema, SCHEMA,
+        "new files are written with the current tag"
+    );
     let text = std::fs::read_to_string(&path)
         .unwrap()
         .replace(SCHEMA, "elfen-result/1");
@@ -122,6 +126,35 @@ fn save_load_round_trip_and_schema_check() {
             .unwrap_err()
             .to_string()
             .contains("nope.json")
+    );
+}
+
+/// A file `elfen bench` wrote with schema `elfen-result/2` (its
+/// histograms and per-point distributions left out to keep it small; the
+/// `elfen-result/2` reader accepts both).
+const V2_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/elfen-result-2.json");
+
+#[test]
+fn files_of_the_older_schema_are_read() {
+    let text = std::fs::read_to_string(V2_FILE).unwrap_or_else(|e| panic!("{V2_FILE}: {e}"));
+    assert!(
+        text.contains("\"schema\":\"elfen-result/2\""),
+        "the fixture is a /2 file"
+    );
+    let f = ResultFile::parse(&text, V2_FILE).unwrap();
+    assert_eq!(f.schema, "elfen-result/2");
+    let run = f.run.as_ref().unwrap();
+    assert_eq!(run.rounds, None, "no added rounds before /3");
+    assert_eq!(run.lanes.batch_shares_core, None);
+    assert_eq!(run.reps_planned, 3);
+    assert!(!f.points.is_empty());
+    // the studies answer on it as on a new file
+    let prot = crate::study::protection(&f, 0.1, None);
+    assert!(prot.iter().all(|p| !p.loads.is_empty()), "{prot:?}");
+    assert_eq!(
+        crate::study::conclusion::batch_shares_core(&f),
+        Some(false),
+        "from the machine's SMT ways: a 2-vCPU VM without SMT"
     );
 }
 

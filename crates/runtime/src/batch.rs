@@ -156,6 +156,11 @@ pub struct BatchThread {
     /// Slow checks not yet added to the batch line.
     unflushed_slow: u64,
     counters: Counters,
+    /// Page clock past which a spinning nap ends the slow path (`None`:
+    /// naps end only when the lane's state says so).
+    spin_deadline: Option<u64>,
+    /// Whether the last slow path ended at `spin_deadline`.
+    cut: bool,
     // ---- identity ----
     lane: u32,
     request_lane: u32,
@@ -314,6 +319,8 @@ impl BatchThread {
             corun_since: 0,
             unflushed_slow: 0,
             counters: Counters::default(),
+            spin_deadline: None,
+            cut: false,
             lane,
             request_lane,
             cpu: cfg.cpu,
@@ -370,6 +377,7 @@ impl BatchThread {
     pub fn slow_path(&mut self) {
         self.counters.slow_checks += 1;
         self.unflushed_slow += 1;
+        self.cut = false;
         loop {
             // An odd seq is a rewrite in progress: keep the old
             // configuration this round rather than wait for the controller.
@@ -393,11 +401,15 @@ impl BatchThread {
             match batch_mode(control_word, beat, stale_ns, now, self.clock) {
                 BatchMode::Managed => {}
                 BatchMode::Killed => {
-                    self.nap(s, control_word, None, now);
+                    if !self.nap(s, control_word, None, now) {
+                        return self.cut_at(s);
+                    }
                     continue;
                 }
                 BatchMode::Stale => {
-                    self.nap(s, control_word, Some((beat, stale_ns)), now);
+                    if !self.nap(s, control_word, Some((beat, stale_ns)), now) {
+                        return self.cut_at(s);
+                    }
                     continue;
                 }
                 BatchMode::Unmanaged => {
@@ -424,9 +436,39 @@ impl BatchThread {
                     self.run(s, now, every_check);
                     return;
                 }
-                Decision::Nap => self.nap(s, control_word, None, now),
+                Decision::Nap => {
+                    if !self.nap(s, control_word, None, now) {
+                        return self.cut_at(s);
+                    }
+                }
             }
         }
+    }
+
+    /// Bounds the spin of the naps that follow: a nap that spins (the
+    /// `spin` backend, `hybrid`'s spin) and is still on at `deadline`
+    /// (page clock ticks) ends there, and so does the slow path — with the
+    /// `state` it napped on as the value the check compares against, so
+    /// the check's fast path calls the slow path again only once the lane's
+    /// state changes ([`BatchThread::cut_short`] says so). `None` (the
+    /// default): naps end only when the lane's state (or header line 1)
+    /// says so. For a thread that spins on behalf of others at a real-time
+    /// priority (the daemon's guards), which must not hold its CPU past a
+    /// bound; a batch thread running batch code has no use for it.
+    pub fn set_spin_deadline(&mut self, deadline: Option<u64>) {
+        self.spin_deadline = deadline;
+    }
+
+    /// Whether the last slow path ended at the spin deadline
+    /// ([`BatchThread::set_spin_deadline`]) while the policy still said nap.
+    pub fn cut_short(&self) -> bool {
+        self.cut
+    }
+
+    /// The slow path ends at the spin deadline, napping on `state` `s`.
+    fn cut_at(&mut self, s: u64) {
+        self.cut = true;
+        self.expected = s;
     }
 
     /// The slow path's `Run` on `state` value `s` at `now`: co-running
@@ -483,8 +525,9 @@ impl BatchThread {
 
     /// One nap on `state` value `s` (and control word `control0`; for a
     /// stale heartbeat also on `beat0` = (heartbeat, heartbeat_stale_ns)),
-    /// with the batch-line accounting of protocol.md around it.
-    fn nap(&mut self, s: u64, control0: u64, beat0: Option<(u64, u64)>, now: u64) {
+    /// with the batch-line accounting of protocol.md around it. `false`
+    /// when it ended at the spin deadline rather than by a change.
+    fn nap(&mut self, s: u64, control0: u64, beat0: Option<(u64, u64)>, now: u64) -> bool {
         self.end_corun(now);
         self.flush_slow_checks();
         let ran = now.saturating_sub(self.run_since);
@@ -497,17 +540,20 @@ impl BatchThread {
         line.last_change.store(now, Relaxed);
         // SAFETY: all pointers into self.page's mappings.
         let (state_word, h, lc) = unsafe { (&*self.watch, &*self.header, &*self.lc) };
-        self.napper.nap(&Watch {
-            state: state_word,
-            futex: futex_word(lc),
-            napped: s,
-            control: &h.control,
-            control0,
-            heartbeat: &h.heartbeat,
-            stale_ns: &h.heartbeat_stale_ns,
-            beat0,
-            sleepers: &line.sleepers,
-        });
+        let over = self.napper.nap(
+            &Watch {
+                state: state_word,
+                futex: futex_word(lc),
+                napped: s,
+                control: &h.control,
+                control0,
+                heartbeat: &h.heartbeat,
+                stale_ns: &h.heartbeat_stale_ns,
+                beat0,
+                sleepers: &line.sleepers,
+            },
+            self.spin_deadline,
+        );
         let woke = self.clock.now();
         line.napping.fetch_sub(1, AcqRel);
         line.wakes.fetch_add(1, Relaxed);
@@ -515,6 +561,7 @@ impl BatchThread {
         self.counters.wakes += 1;
         self.counters.nap_ticks += woke.saturating_sub(now);
         self.run_since = woke;
+        over
     }
 
     /// The controller rewrote our line: adopt what is valid, count what is not.

@@ -357,17 +357,20 @@ impl Napper {
         self.clock.ticks_to_ns(self.hybrid_spin_ticks)
     }
 
-    /// Naps until `w` is over. Never allocates, never fails; leaves
-    /// `sleepers` as it found it.
-    pub(crate) fn nap(&self, w: &Watch<'_>) {
+    /// Naps until `w` is over, or — where it spins — until `spin_deadline`
+    /// (page clock; `None`: no bound) passes: then returns `false`. Never
+    /// allocates, never fails; leaves `sleepers` as it found it.
+    pub(crate) fn nap(&self, w: &Watch<'_>, spin_deadline: Option<u64>) -> bool {
         match self.backend {
-            NapBackend::Spin => {
-                spin(w, None, self.clock);
-            }
+            NapBackend::Spin => return spin(w, spin_deadline, self.clock),
             NapBackend::Futex => futex(w, &self.futex_timeout),
             NapBackend::Hybrid => {
-                let deadline = self.clock.now().saturating_add(self.hybrid_spin_ticks);
+                let own = self.clock.now().saturating_add(self.hybrid_spin_ticks);
+                let deadline = spin_deadline.map_or(own, |d| d.min(own));
                 if !spin(w, Some(deadline), self.clock) {
+                    if spin_deadline.is_some_and(|d| d <= own) {
+                        return false;
+                    }
                     futex(w, &self.futex_timeout);
                 }
             }
@@ -379,8 +382,9 @@ impl Napper {
             // SAFETY: as above, for MONITORX/MWAITX.
             NapBackend::Mwaitx => unsafe { hw::mwaitx(w) },
             #[cfg(not(target_arch = "x86_64"))]
-            NapBackend::Umwait | NapBackend::Mwaitx => spin(w, None, self.clock),
+            NapBackend::Umwait | NapBackend::Mwaitx => return spin(w, spin_deadline, self.clock),
         }
+        true
     }
 }
 

@@ -552,8 +552,7 @@ fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
     let command = match (&a.lc_command, a.lucene) {
         (Some(c), _) => Some(c.clone()),
         (None, true) => {
-            let cmd =
-                elfen_bench::lc::lucene::command(elfen_bench::lc::lucene::copies_setting()?, 10);
+            let cmd = elfen_bench::lc::lucene::command(elfen_bench::lc::lucene::copies_setting()?);
             elfen_bench::lc::lucene::preflight(&cmd)?;
             Some(cmd)
         }

@@ -12,8 +12,14 @@
 //! (Maven, as `scripts/test.sh` builds it before the Rust tests);
 //! without one of them it records a skip (`elfen_cmd::skip`). A hazard this machine
 //! cannot produce (huge pages off) is skipped with its reason; every case
-//! prints its figures. A case that fails runs once more (said, with the
-//! first failure): a shared machine's other tenants can swamp one run.
+//! prints its figures. The request's path is shielded from the machine's
+//! other tenants (the client real-time on the batch lane, the server in an
+//! autogroup of its own at nice −10 with its dispatchers at nice −10 in
+//! it, none of the JVM real-time), so what is left to find is the
+//! service's own doing. A case runs once — unless its check fails and the
+//! study names other tenants of the machine (preempting the request's path,
+//! or holding its dispatch off a CPU) as the top cause of at least half of
+//! its slow requests: then once more, said, and the second must pass.
 //!
 //! `cargo test -p elfen-trace --test hazards [-- NAME]` (`harness = false`).
 
@@ -122,7 +128,20 @@ fn main() {
             println!("test {test} ... skipped");
             continue;
         }
-        run_with_one_retry(case, dir.path());
+        if let Err(noise) = run_case(case, dir.path()) {
+            // The study itself named other tenants of the machine as what
+            // made most of the slow requests slow: the machine's noise, not
+            // the service's, and not this test's to judge. Once more, said.
+            // TODO(ran twice): record this in `elfen_cmd::skip`'s "ran
+            // twice" record once it exists, so the test command counts it.
+            println!("    hazard_{}: {noise}; once more", case.name);
+            if let Err(again) = run_case(case, dir.path()) {
+                panic!(
+                    "hazard_{}: swamped by the machine's other tenants twice: {noise}; then {again}",
+                    case.name
+                );
+            }
+        }
         ran += 1;
         println!("test hazard_{} ... ok", case.name);
     }
@@ -241,36 +260,63 @@ struct Server {
 
 impl Server {
     fn start(hazards: &str, port: u16, page: &Path) -> Server {
-        let mut child = std::process::Command::new(lucene::launcher())
-            .args([
-                "serve",
-                "--port",
-                &port.to_string(),
-                "--cpu",
-                "0",
-                "--side-cpus",
-                "1",
-                "--lc-signal",
-                "api",
-                "--page",
-                &page.display().to_string(),
-                "--lane",
-                "0",
-                "--copies",
-                "1",
-                // the acceptor and dispatchers stay SCHED_OTHER: at a
-                // real-time priority (the harness's --side-fifo-priority 10)
-                // a dispatcher spinning for a monitor can keep the JVM's VM
-                // thread, SCHED_OTHER on the same CPU, from ending a
-                // safepoint until real-time throttling stops it: ~0.94 s
-                // stalls, seen in these traces
-                "--hazards",
-                hazards,
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(lucene::launcher());
+        cmd.args([
+            "serve",
+            "--port",
+            &port.to_string(),
+            "--cpu",
+            "0",
+            "--side-cpus",
+            "1",
+            "--lc-signal",
+            "api",
+            "--page",
+            &page.display().to_string(),
+            "--lane",
+            "0",
+            "--copies",
+            "1",
+            // the acceptor and dispatchers at nice -10, as the harness
+            // runs them, in the server's autogroup at nice -10 (below):
+            // ahead of other tenants' normal work on their CPU (at nice 0
+            // a dispatcher waited 126 ms for a CPU while another tenant's
+            // compiler ran, and that, not the hazard, made the slow
+            // requests), yet not real-time: a real-time
+            // dispatcher spinning for a monitor kept the JVM's VM
+            // thread, normal on the same CPU, from ending a safepoint
+            // until real-time throttling stopped it (~0.94 s stalls,
+            // seen in these traces)
+            "--side-nice",
+            "-10",
+            "--hazards",
+            hazards,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+        // A session of its own, so an autogroup of its own
+        // (/proc/sys/kernel/sched_autogroup_enabled): a thread's nice ranks
+        // it only within its autogroup, and every other tenant's session
+        // (a build, a VM) weighs as much as the whole JVM. At autogroup nice
+        // -10 the JVM — its worker, dispatchers, JIT and VM thread — is
+        // ahead of other tenants' normal work (9.3 : 1 by weight), still in
+        // the fair class: the kernel's own threads (ksoftirqd delivering
+        // the responses, kworkers) get the CPU within a few slices. The
+        // autogroup ends with the server's session.
+        // SAFETY: setsid is async-signal-safe; nothing else runs in the
+        // child before exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let autogroup = format!("/proc/{}/autogroup", child.id());
+        if std::path::Path::new(&autogroup).exists() {
+            std::fs::write(&autogroup, "-10").expect("the server's autogroup at nice -10 (root)");
+        }
         let err = child.stderr.take().unwrap();
         let stderr = std::thread::spawn(move || {
             let mut s = String::new();
@@ -395,44 +441,19 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Runs a case; when it fails, runs it once more on a new server and a
-/// new page (said, with the first failure), so that one burst of another
-/// tenant of a shared machine does not decide it. A study that cannot name
-/// the hazard fails both and the test with them.
-fn run_with_one_retry(case: &Case, dir: &Path) {
-    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(case, dir, 1)));
-    let Err(e) = first else { return };
-    let why = panic_text(&e);
-    println!(
-        "    hazard_{}: the first run failed ({why}); once more",
-        case.name
-    );
-    let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(case, dir, 2)));
-    if let Err(e2) = second {
-        panic!(
-            "hazard_{} failed twice: first {why}; then {}",
-            case.name,
-            panic_text(&e2)
-        );
-    }
-}
-
-fn panic_text(e: &Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "a panic without a message".into())
-}
-
-/// Runs one case (its `attempt`-th run) and checks what the study found.
-fn run_case(case: &Case, dir: &Path, attempt: u32) {
-    let page_path: PathBuf = dir.join(format!("page-{}-{attempt}", case.name));
+/// Runs one case and checks what the study found. A failed check
+/// panics — unless other tenants of the machine made most of the slow
+/// requests slow (as the study names them: [`swamped`]), then it returns
+/// that, in words.
+fn run_case(case: &Case, dir: &Path) -> Result<(), String> {
+    let page_path: PathBuf = dir.join(format!("page-{}", case.name));
     let mut spec = PageSpec::for_pairs(&[(0, vec![1])], elfen_shm::layout::policy::UNMANAGED, 0);
     spec.clock = Some(elfen_shm::Clock::MONOTONIC);
     let page = Page::create(&page_path, &spec).unwrap();
     let port = free_port();
     let mut server = Server::start(case.hazards, port, &page_path);
-    let target = Target::resolve(TargetSpec::Pid(server.pid())).unwrap();
+    let target_pid = server.pid();
+    let target = Target::resolve(TargetSpec::Pid(target_pid)).unwrap();
     // the LC thread attaches when the worker starts: wait for it
     let t = Instant::now();
     let tap = loop {
@@ -442,15 +463,14 @@ fn run_case(case: &Case, dir: &Path, attempt: u32) {
             _ => std::thread::sleep(Duration::from_millis(20)),
         }
     };
-    // The worker at real-time priority on its lane (alone there, it shares
-    // the CPU with no JVM thread), the client at the harness's generator
-    // priority: other tenants of the machine (builds, VMs) cannot preempt
-    // them, and what remains is mostly the service's own doing.
-    elfen_cmd::proc::set_sched(tap.lc_tid(), elfen_cmd::proc::SchedClass::Fifo(20))
-        .expect("SCHED_FIFO for the worker (root)");
+    // The worker stays in the fair class, in the server's autogroup at
+    // nice -10 (`Server::start`): other tenants of the machine (builds,
+    // VMs) weigh a ninth of it. Not real-time: a real-time worker busy for
+    // long (a cold JVM's backlog) kept ksoftirqd off its CPU, and the
+    // responses it wrote waited 146 ms there before they were delivered.
     // SAFETY: a plain query of a thread's policy.
     let policy = unsafe { libc::sched_getscheduler(tap.lc_tid() as libc::pid_t) };
-    assert_eq!(policy, libc::SCHED_FIFO, "the worker's policy");
+    assert_eq!(policy, libc::SCHED_OTHER, "the worker's policy");
     if case.expect.is_none() {
         // no hazard at all: a JVM warm for this very load (the server's own
         // warm-up leaves compilations that only this load's requests set
@@ -520,7 +540,7 @@ fn run_case(case: &Case, dir: &Path, attempt: u32) {
     );
     // the trace opens: structure checked
     let events = elfen_trace::render::perfetto::events(&record, &load.spans, &report);
-    let p = dir.join(format!("trace-{}-{attempt}.json", case.name));
+    let p = dir.join(format!("trace-{}.json", case.name));
     elfen_trace::render::perfetto::write(&p, &events).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
@@ -549,7 +569,39 @@ fn run_case(case: &Case, dir: &Path, attempt: u32) {
         load.spans.len(),
         record.poller
     );
-    check(case, &report, &record);
+    let own = [std::process::id(), target_pid];
+    let foreign = swamped(&report, &own);
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check(case, &report, &record)
+    }));
+    match checked {
+        Ok(()) => Ok(()),
+        Err(_) if 2 * foreign.len() >= report.slow.len() && !foreign.is_empty() => Err(format!(
+            "{} of the {} slow requests were made slow by other tenants ({})",
+            foreign.len(),
+            report.slow.len(),
+            foreign.join(", ")
+        )),
+        Err(e) => std::panic::resume_unwind(e),
+    }
+}
+
+/// The slow requests another tenant of the machine made slow, each as
+/// "who (what)": their top cause is a preemption or a dispatch wait (time
+/// the request's path spent off a CPU it wanted) and a thread it names
+/// belongs to none of `own` (the service, this test). Work beside the
+/// request (a batch co-run) does not count: it need not have delayed it.
+fn swamped(r: &TraceReport, own: &[u32]) -> Vec<String> {
+    let foreign_kinds = [CauseKind::Preemption, CauseKind::Dispatch];
+    r.slow
+        .iter()
+        .filter_map(|q| {
+            let top = q.top.filter(|k| foreign_kinds.contains(k))?;
+            let c = q.causes.iter().find(|c| c.kind == top)?;
+            let who = c.who.iter().find(|w| w.tid != 0 && !own.contains(&w.pid))?;
+            Some(format!("{} ({top:?})", who.comm))
+        })
+        .collect()
 }
 
 fn check(case: &Case, r: &TraceReport, rec: &elfen_trace::record::TraceRecord) {

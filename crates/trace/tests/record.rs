@@ -591,11 +591,13 @@ impl Drop for TestCgroup {
 
 fn a_cgroup_names_its_processes() {
     let root = std::path::Path::new("/sys/fs/cgroup/pids");
-    if !root.join("cgroup.procs").is_file() {
-        println!(
-            "  skipped here: no cgroup v1 pids hierarchy at {}",
+    let need = elfen_cmd::skip::Need::CgroupV1("pids".into());
+    if !need.present() {
+        let why = format!(
+            "a test group in the v1 pids hierarchy at {}",
             root.display()
         );
+        elfen_cmd::skip::skip_test("a_cgroup_names_its_processes", need, why);
         return;
     }
     let cg = TestCgroup(root.join(format!("elfen-trace-test-{}", std::process::id())));

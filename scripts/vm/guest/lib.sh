@@ -3,12 +3,13 @@
 # run in the guest as root, one after the other, each in its own bash. A
 # scenario prints what it does; "FAIL: …" lines are its failed checks, "note:
 # …" lines its figures (they become the result's note); it ends with `finish`
-# (exit 0 if no check failed, else 1) or `skip REASON` (exit 77).
+# (exit 0 if no check failed, else 1) or `skip NEED REASON` (exit 77).
 #
 # The environment has ELFEN_BIN (the host-built elfen), ELFEN_REPO (the
 # repository's path, linked to the payload's copy of configs/ and packaging/),
-# ELFEN_VM (tcg or kvm) and ELFEN_VM_SLACK (how many times longer than on the
-# host things may take).
+# ELFEN_VM (tcg or kvm), ELFEN_VM_SLACK (how many times longer than on the
+# host things may take), ELFEN_SCENARIO (its name) and ELFEN_TEST_LOG (its
+# test log, where a skip is recorded and judged).
 
 FAILS=0
 SLACK=${ELFEN_VM_SLACK:-10}
@@ -26,7 +27,20 @@ check() {
 }
 
 note() { echo "note: $*"; }
-skip() { echo "skipped: $*"; exit 77; }
+# skip NEED REASON: the scenario cannot run here; NEED is what it needs, as
+# elfen_cmd::skip's tokens name it (cgroup-v2:cpu, systemd, program:NAME, …):
+# printed, recorded in the test log (skip, suite, test, need, reason), judged
+# by the runner as the host judges a test's skip (a skip of what the guest
+# offers fails the run); exit 77.
+skip() {
+  local need="$1"
+  shift
+  echo "skipped ${ELFEN_SCENARIO:-scenario}: $* (needs $need)"
+  if [ -n "${ELFEN_TEST_LOG:-}" ]; then
+    printf 'skip\tscenario\t%s\t%s\t%s\n' "${ELFEN_SCENARIO:-scenario}" "$need" "${*//$'\t'/ }" >>"$ELFEN_TEST_LOG"
+  fi
+  exit 77
+}
 finish() {
   [ "$FAILS" -eq 0 ] || { echo "$FAILS checks failed"; exit 1; }
   exit 0

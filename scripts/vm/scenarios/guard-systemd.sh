@@ -19,8 +19,8 @@ LC_UNIT=elfen-lc.service
 LC_GROUP=system.slice/$LC_UNIT
 WINDOW_S=$((2 * SLACK))
 
-[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || skip "needs the unified cgroup v2 hierarchy"
-[ -d /run/systemd/system ] || skip "needs systemd as PID 1"
+[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || skip cgroup-v2:cpu "the unified cgroup v2 hierarchy at /sys/fs/cgroup, with the cpu controller"
+[ -d /run/systemd/system ] || skip systemd "systemd as PID 1"
 
 cleanup() {
   systemctl stop elfen-daemon.service elfen-batch.service "$LC_UNIT" batch.slice 2>/dev/null

@@ -27,8 +27,8 @@ BE_UID=1b2c3d4e-0000-4000-8000-000000000002
 BE_SLICE=kubepods-besteffort-pod${BE_UID//-/_}.slice
 CID=0123456789abcdef
 
-[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || skip "needs the unified cgroup v2 hierarchy"
-[ -d /run/systemd/system ] || skip "needs systemd as PID 1"
+[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || skip cgroup-v2:cpu "the unified cgroup v2 hierarchy at /sys/fs/cgroup, with the cpu controller"
+[ -d /run/systemd/system ] || skip systemd "systemd as PID 1"
 
 cleanup() {
   systemctl stop elfen-daemon.service nightly.service "$LC_UNIT" batch.slice \

@@ -5,6 +5,7 @@
 //! (written by `elfen sim`) are read the same way and drawn dashed next to
 //! measured ones.
 
+pub mod conclusion;
 pub mod demand;
 pub mod plot;
 pub mod table;
@@ -82,10 +83,20 @@ fn slo_line(f: &ResultFile) -> String {
     }
 }
 
-/// What `elfen bench` and `elfen report` print: SLO, legend, noise,
-/// skipped configurations, one table per batch program, verdicts and (for
-/// measured files) targets.
+/// What `elfen bench` and `elfen report` print: [`terminal_body`], then
+/// the conclusion in words.
 pub fn terminal_report(f: &ResultFile) -> String {
+    let mut s = terminal_body(f);
+    let c = conclusion::conclusion_text(f);
+    if !c.is_empty() {
+        let _ = write!(s, "\n{c}");
+    }
+    s
+}
+
+/// SLO, legend, noise, skipped configurations, one table per batch
+/// program, verdicts and (for measured files) targets.
+pub fn terminal_body(f: &ResultFile) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}\n{}", slo_line(f), table::LEGEND);
     if let Some(n) = verdicts::noise_line(f) {
@@ -128,6 +139,9 @@ pub fn terminal_report(f: &ResultFile) -> String {
                 .unwrap_or_default(),
             verdicts::rule_line(f)
         );
+        if let Some(r) = verdicts::rounds_line(f) {
+            let _ = writeln!(s, "  {r}");
+        }
         for l in lines {
             let _ = writeln!(s, "  {l}");
         }
@@ -276,6 +290,9 @@ fn results_section(md: &mut String, i: &Input) {
     if !lines.is_empty() {
         md.push_str("### Verdicts (p99 vs LC alone, paired ratio, loads up to the knee)\n\n");
         let _ = writeln!(md, "{}\n", verdicts::rule_line(f));
+        if let Some(r) = verdicts::rounds_line(f) {
+            let _ = writeln!(md, "{r}\n");
+        }
         for l in lines {
             let _ = writeln!(md, "- {l}");
         }
@@ -293,6 +310,10 @@ fn results_section(md: &mut String, i: &Input) {
             );
         }
         md.push('\n');
+    }
+    let c = conclusion::conclusion_text(f);
+    if !c.is_empty() {
+        let _ = writeln!(md, "### Conclusion\n\n{c}");
     }
 }
 

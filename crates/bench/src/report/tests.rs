@@ -121,7 +121,7 @@ fn the_terminal_report_gives_verdicts_and_targets() {
         .find(|x| x.claim.starts_with("fixed_budget"))
         .unwrap();
     assert_eq!(fb.met, Some(true), "{}", fb.detail);
-    let wall = figs.iter().find(|x| x.claim.contains("5 minutes")).unwrap();
+    let wall = figs.iter().find(|x| x.claim.contains("8 minutes")).unwrap();
     assert_eq!(wall.met, Some(true));
 }
 
@@ -158,4 +158,95 @@ fn a_report_is_written_from_measured_and_simulated_files() {
     let e = load_inputs(&[dir.path().join("nope.json")]).unwrap_err();
     assert!(e.to_string().contains("nope.json"));
     assert_eq!(report_dir_for(Path::new("x.json")), Path::new("./x-report"));
+}
+
+/// A measured file at one load (its own knee) with Stream: LC alone,
+/// naive (3x), borrow idle (about 1.0x, progress 0.7) and SCHED_IDLE with
+/// the paired ratios `idle_ratios` (one per round) and progress
+/// `idle_progress`; `shares_core` as recorded for the lanes.
+pub(crate) fn conclusion_file(
+    idle_ratios: &[f64],
+    idle_progress: f64,
+    shares_core: Option<bool>,
+) -> ResultFile {
+    let mut f = ResultFile::new(
+        Source::Measured,
+        "elfen bench --test".into(),
+        serde_json::to_value(crate::spec::BenchSpec::default()).unwrap(),
+        serde_json::json!({}),
+    );
+    let mut run = Run {
+        common_random_numbers: true,
+        ..Run::default()
+    };
+    run.lanes.batch_shares_core = shares_core;
+    f.run = Some(run);
+    let n = idle_ratios.len();
+    let base = 1000.0;
+    let mk = |config: Config, batch: Option<&str>, ratios: &[f64], progress: f64| {
+        let reps: Vec<Rep> = ratios
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut rep = elfen_results_rep(i as u32 + 1, base * r);
+                rep.batch_progress = batch.map(|_| progress);
+                rep.utilization.batch = if batch.is_some() { progress } else { 0.0 };
+                rep.utilization.total = rep.utilization.lc + rep.utilization.batch;
+                rep
+            })
+            .collect();
+        Point {
+            config,
+            label: None,
+            batch: batch.map(str::to_string),
+            rps_target: 500.0,
+            summary: Summary::of(&reps, None),
+            reps,
+            idle_periods: None,
+            service: None,
+        }
+    };
+    let borrow: Vec<f64> = (0..n).map(|i| 0.98 + 0.01 * (i % 3) as f64).collect();
+    f.points = vec![
+        mk(Config::LcAlone, None, &vec![1.0; n], 0.0),
+        mk(Config::Naive, Some("stream"), &vec![3.0; n], 0.9),
+        mk(
+            Config::SchedIdle,
+            Some("stream"),
+            idle_ratios,
+            idle_progress,
+        ),
+        mk(Config::BorrowIdle, Some("stream"), &borrow, 0.7),
+    ];
+    f
+}
+
+fn elfen_results_rep(round: u32, p99: f64) -> Rep {
+    Rep {
+        round: Some(round),
+        rps_achieved: 500.0,
+        requests: 500,
+        errors: 0,
+        latency_us: Percentiles {
+            p50: p99 / 4.0,
+            p95: p99 / 2.0,
+            p99,
+            p999: p99 * 1.5,
+            max: p99 * 2.0,
+            mean: p99 / 3.0,
+        },
+        utilization: Utilization {
+            lc: 0.25,
+            batch: 0.0,
+            total: 0.25,
+        },
+        batch_units_per_s: None,
+        batch_progress: None,
+        naps_per_s: None,
+        wakes_per_s: None,
+        budget_us: None,
+        histogram: None,
+        measured: None,
+        simulated: None,
+    }
 }

@@ -126,11 +126,12 @@ impl LcSpec {
     /// corpus, publishing through the LC API, sent the tasks file's term
     /// queries, with a start-up long enough for its index check and JIT
     /// warm-up ([`crate::lc::lucene`]); its acceptor and dispatchers at
-    /// `SCHED_FIFO` `side_fifo` (the generator's priority).
-    pub fn lucene(copies: u32, side_fifo: u8) -> LcSpec {
+    /// nice [`crate::lc::lucene::SIDE_NICE`] (not real-time: beside the
+    /// JVM's own normal threads that stalls the JVM).
+    pub fn lucene(copies: u32) -> LcSpec {
         LcSpec {
             service: ServiceKind::External,
-            command: Some(crate::lc::lucene::command(copies, side_fifo)),
+            command: Some(crate::lc::lucene::command(copies)),
             signal: LcSignal::Api,
             requests: RequestsKind::TermQueries,
             tasks_path: None,

@@ -130,8 +130,17 @@ pub struct BenchSpec {
     /// Longest wait for outstanding responses after an invocation, s;
     /// requests still missing count as errors, with latency up to the end.
     pub drain_s: f64,
-    /// Invocations per point (the summary takes medians over them).
+    /// Invocations per point (rounds; the summary takes medians over them).
     pub reps: u32,
+    /// The cap on rounds per point. After `reps` rounds at every load, a
+    /// judged point whose verdict is open (the interval of its paired ratio
+    /// straddles the limit) gets more rounds — LC alone and the open points
+    /// of that load, interleaved — until its verdict concludes, it has
+    /// `max_reps` rounds, or the added rounds have taken
+    /// `added_reps_budget_s`. `max_reps = reps` adds none.
+    pub max_reps: u32,
+    /// Wall time all added rounds together may take, s (the other cap).
+    pub added_reps_budget_s: f64,
     /// An invocation during which other processes plus the host's steal
     /// took more than this many lanes (from `/proc/stat`) is disturbed and
     /// run again (`disturbed_retries` times at most; the least disturbed
@@ -206,6 +215,8 @@ impl Default for BenchSpec {
             warmup_s: 0.1,
             drain_s: 1.0,
             reps: 3,
+            max_reps: 20,
+            added_reps_budget_s: 180.0,
             disturbed_lanes: 0.05,
             disturbed_retries: 2,
             rerun_budget_s: 60.0,
@@ -374,6 +385,19 @@ impl BenchSpec {
         positive("drain_s", self.drain_s)?;
         if self.reps == 0 {
             return Err(BenchError::Config("reps must be at least 1".into()));
+        }
+        if self.max_reps < self.reps {
+            return Err(BenchError::Config(format!(
+                "max_reps ({}) must be at least reps ({}): it caps the rounds added to open \
+                 verdicts (equal: none added)",
+                self.max_reps, self.reps
+            )));
+        }
+        if !(self.added_reps_budget_s.is_finite() && self.added_reps_budget_s >= 0.0) {
+            return Err(BenchError::Config(format!(
+                "added_reps_budget_s must be >= 0, got {}",
+                self.added_reps_budget_s
+            )));
         }
         positive("disturbed_lanes", self.disturbed_lanes)?;
         if !(self.rerun_budget_s.is_finite() && self.rerun_budget_s >= 0.0) {

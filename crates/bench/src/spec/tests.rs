@@ -73,6 +73,10 @@ fn bad_values_are_refused() {
     assert!(bad(&|s| s.rps = vec![0.0]).contains("> 0"));
     assert!(bad(&|s| s.slo_p99_ms = Auto::Value(-1.0)).contains("slo_p99_ms"));
     assert!(bad(&|s| s.reps = 0).contains("reps"));
+    let e = bad(&|s| s.max_reps = 2);
+    assert!(e.contains("max_reps (2)") && e.contains("reps (3)"), "{e}");
+    let e = bad(&|s| s.added_reps_budget_s = f64::NAN);
+    assert!(e.contains("added_reps_budget_s"), "{e}");
     let e = bad(&|s| s.rerun_budget_s = -1.0);
     assert!(e.contains("rerun_budget_s") && e.contains("-1"), "{e}");
     assert!(bad(&|s| s.verdict_tolerance_pct = -5.0).contains("verdict_tolerance_pct"));

@@ -225,8 +225,17 @@ pub fn run_measured(
     let (label, part, first) = match phase {
         Phase::Probe => (format!("capacity probe: {what}"), Part::Probe, true),
         Phase::PreSweep => (format!("knee pre-sweep: {what}"), Part::PreSweep, true),
-        Phase::Main => (
+        Phase::Main if inv.round < spec.reps => (
             format!("round {}/{} · {what}", inv.round + 1, spec.reps),
+            Part::Points,
+            inv.config == Config::LcAlone,
+        ),
+        Phase::Main => (
+            format!(
+                "added round {} (cap {}) · {what}",
+                inv.round + 1,
+                spec.max_reps
+            ),
             Part::Points,
             inv.config == Config::LcAlone,
         ),

@@ -22,6 +22,8 @@
 //!    records one `Rep` ([`measure`]). **Common random numbers**: the seed
 //!    of an invocation depends on the load and the round only, so within a
 //!    round every configuration sends the same arrivals and requests.
+//!    Then rounds are added where a verdict is still open, up to the caps
+//!    ([`rounds`]).
 //! 6. The final SLO (LC alone meets it up to the knee in this run), every
 //!    point judged against it, and where the wall time went ([`wall`]).
 
@@ -32,6 +34,7 @@ pub mod measure;
 pub mod plan;
 pub mod points;
 pub mod rig;
+pub mod rounds;
 pub mod slo;
 pub mod wall;
 
@@ -45,7 +48,6 @@ use elfen_results::{
 };
 use invocation::{Ctx, Inv, Phase, run_measured};
 use plan::{PRESWEEP_REPS, PRESWEEP_ROUND};
-use points::PointAcc;
 use rig::Rig;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -235,55 +237,6 @@ impl Sweep<'_> {
         Ok(Some(s))
     }
 
-    /// The interleaved rounds at every load. Returns whether Ctrl-C stopped
-    /// them.
-    fn rounds(&mut self, rps: &[f64], presweep_slo: Option<f64>) -> Result<bool> {
-        let spec = &self.opts.spec;
-        let skipped: Vec<Config> = self.run_info().skipped.iter().map(|s| s.config).collect();
-        let configs: Vec<Config> = spec
-            .batch_configs()
-            .into_iter()
-            .filter(|c| !skipped.contains(c))
-            .collect();
-        let slots = plan::round_slots(&configs, &spec.batches());
-        let mut accs: Vec<PointAcc> = Vec::new();
-        for &r in rps {
-            let first = accs.len();
-            accs.extend(slots.iter().map(|&(c, k)| PointAcc::new(c, k, r)));
-            let mut budget = self.opts.spec.budget_us.value();
-            for (round, i) in plan::interleaved(slots.len(), self.opts.spec.reps) {
-                let (config, batch) = slots[i];
-                let inv = Inv {
-                    config,
-                    batch,
-                    rps: r,
-                    budget_us: config.uses_budget().then(|| budget.unwrap_or(0.0)),
-                    round,
-                };
-                match self.measure(Phase::Main, inv) {
-                    Ok(m) => accs[first + i].push(m),
-                    Err(BenchError::Interrupted) => {
-                        self.result.points = points::points_of(&accs, presweep_slo);
-                        return Ok(true);
-                    }
-                    Err(e) => return Err(e),
-                }
-                if config == Config::LcAlone && round == 0 && budget.is_none() {
-                    let lc_p99 = accs[first].reps[0].latency_us.p99;
-                    let b = slo::budget_us(&self.opts.spec, presweep_slo, Some(lc_p99));
-                    budget = Some(b);
-                    self.run_info().budget.by_rps.push((r, b));
-                }
-                if i + 1 == slots.len() {
-                    self.result.points = points::points_of(&accs, presweep_slo);
-                    self.save()?;
-                }
-            }
-        }
-        self.result.points = points::points_of(&accs, presweep_slo);
-        Ok(false)
-    }
-
     /// The final SLO, every point judged against it.
     fn judge(&mut self, presweep_slo: Option<f64>) {
         let (s, knee, src) = slo::final_slo(&self.opts.spec, &self.result, presweep_slo);
@@ -312,6 +265,7 @@ fn initial_run(spec: &BenchSpec, pf: &rig::Preflight) -> Run {
             pairing: r.lanes.pairing.clone(),
             request_cpu: r.lanes.request_cpu,
             batch_cpus: r.lanes.batch_cpus.clone(),
+            batch_shares_core: Some(r.lanes.batch_shares_core),
             generator_cpus: r.lanes.side_cpus.clone(),
             page: r.page.path().display().to_string(),
         },
@@ -331,6 +285,7 @@ fn initial_run(spec: &BenchSpec, pf: &rig::Preflight) -> Run {
             by_rps: Vec::new(),
         },
         reps_planned: spec.reps,
+        rounds: None,
         common_random_numbers: true,
         order: plan::ORDER_NOTE.into(),
         generator_sched: pf.generator_sched.clone(),

@@ -46,10 +46,12 @@ fn mix64(mut z: u64) -> u64 {
 /// How the main sweep orders and seeds its invocations (for the result
 /// file).
 pub const ORDER_NOTE: &str = "interleaved: per load (ascending), round 1 of every (configuration, \
-     kernel) with lc_alone first, then round 2 of every one, ...; a fresh batch process per \
-     invocation. Common random numbers: the seed of an invocation depends on the sweep's seed, \
-     the load and the round only, so every configuration and kernel sends the same arrivals and \
-     requests in a round; a disturbed invocation run again reuses its round's seed; probe and \
+     kernel) with lc_alone first, then round 2 of every one, ..., the order after lc_alone \
+     rotated by one each round; then, where a verdict was open, added rounds of lc_alone and \
+     the open points, ordered alike; a fresh batch process per invocation. Common random \
+     numbers: the seed of an invocation depends on the sweep's seed, the load and the round \
+     only, so every configuration and kernel sends the same arrivals and requests in a round; \
+     a disturbed invocation run again reuses its round's seed; probe and \
      pre-sweep draw seeds of their own";
 
 /// The round number the capacity probe and the knee pre-sweep draw their
@@ -90,13 +92,19 @@ pub fn round_slots(batch_configs: &[Config], batches: &[BatchProgram]) -> Vec<Sl
     v
 }
 
-/// The invocations of one load, interleaved: round 1 of every slot, then
-/// round 2 of every slot, … — `(round, slot index)`, rounds 0-based — so
-/// slow drift of the host hits every configuration alike.
-pub fn interleaved(slots: usize, reps: u32) -> Vec<(u32, usize)> {
-    (0..reps)
-        .flat_map(|r| (0..slots).map(move |i| (r, i)))
-        .collect()
+/// The order of one round at a load: `slots` (indices into the load's
+/// [`round_slots`], LC alone's `0` first) with LC alone first — the
+/// budget policies' budget comes from round 1's — and the rest rotated by
+/// the round (0-based), so no configuration always runs furthest from its
+/// round's LC alone and slow drift of the host hits every one alike.
+pub fn round_order(slots: &[usize], round: u32) -> Vec<usize> {
+    let (head, rest): (Vec<usize>, Vec<usize>) = slots.iter().partition(|&&i| i == 0);
+    let mut v = head;
+    if !rest.is_empty() {
+        let k = round as usize % rest.len();
+        v.extend(rest[k..].iter().chain(&rest[..k]));
+    }
+    v
 }
 
 /// What an invocation sends, from its seed alone: Poisson arrivals at `rps`
@@ -216,11 +224,26 @@ mod tests {
             round_slots(&cfgs, &[xz]),
             vec![(Config::LcAlone, None), (Config::Naive, Some(xz))]
         );
-        let order = interleaved(slots.len(), 3);
-        assert_eq!(order.len(), 15);
-        for (n, &(round, i)) in order.iter().enumerate() {
-            assert_eq!((round as usize, i), (n / 5, n % 5));
+        // LC alone first in every round; the rest rotate round by round
+        let all: Vec<usize> = (0..slots.len()).collect();
+        assert_eq!(round_order(&all, 0), vec![0, 1, 2, 3, 4]);
+        assert_eq!(round_order(&all, 1), vec![0, 2, 3, 4, 1]);
+        assert_eq!(round_order(&all, 5), vec![0, 2, 3, 4, 1]);
+        // over as many rounds as slots, every slot takes every position
+        for slot in 1..5 {
+            let mut at: Vec<usize> = (0..4)
+                .map(|r| {
+                    round_order(&all, r)
+                        .iter()
+                        .position(|&i| i == slot)
+                        .unwrap()
+                })
+                .collect();
+            at.sort_unstable();
+            assert_eq!(at, vec![1, 2, 3, 4], "slot {slot}");
         }
-        assert!(interleaved(5, 0).is_empty());
+        // an added round: LC alone and the open slots only
+        assert_eq!(round_order(&[0, 2, 4], 3), vec![0, 4, 2]);
+        assert_eq!(round_order(&[0], 7), vec![0]);
     }
 }

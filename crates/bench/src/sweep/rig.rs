@@ -36,6 +36,8 @@ pub struct Lanes {
     pub request_cpu: u32,
     /// Its batch lanes' CPUs.
     pub batch_cpus: Vec<u32>,
+    /// Whether every batch lane is an SMT sibling of the request lane.
+    pub batch_shares_core: bool,
     /// The CPUs of the load generator and the dispatcher.
     pub side_cpus: Vec<u32>,
     /// Page lane index of the request lane.
@@ -208,6 +210,11 @@ pub fn preflight(spec: &BenchSpec) -> Result<Preflight> {
         pairing: plan.describe(),
         request_cpu: pair.request,
         batch_cpus: pair.batch.clone(),
+        batch_shares_core: topo
+            .lanes
+            .iter()
+            .find(|l| l.cpu == pair.request)
+            .is_some_and(|l| pair.batch.iter().all(|b| l.siblings.contains(b))),
         side_cpus: if spare.is_empty() {
             pair.batch.clone()
         } else {
@@ -409,6 +416,8 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
             ..BlindSection::default()
         },
         policy: elfen_policy::PolicyConfig::simple(elfen_policy::PolicyKind::BorrowIdle),
+        // the daemon's default bound on real-time spinning
+        spin: GuardSection::default().spin_bound().0,
     };
     let env = Arc::new(Env::new(
         Arc::clone(&rig.page),
@@ -423,6 +432,7 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         knobs,
     ));
     env.own.add(writer.tid());
+    writer.quiet_threads(env.own.clone());
     env.refresh_hold(&Default::default());
     rig.kernel = Some(KernelSignal {
         writer,

@@ -114,6 +114,7 @@ pub fn tiny_config(dir: &Path) -> PathBuf {
 warmup_s = 0.05
 duration_s = 0.4
 reps = 1
+max_reps = 1
 drain_s = 1.0
 slo_p99_ms = 50.0
 budget_us = 50.0

@@ -75,6 +75,9 @@ typedef uint64_t __u64;
 #define ELFEN_MAX_TGIDS 4096
 #define ELFEN_MAX_CGROUPS 1024
 
+/* Most entries in the quiet-tid hash map (the reader's own threads). */
+#define ELFEN_MAX_QUIET_TIDS 256
+
 /* Levels of ancestors a task's cgroup is checked against (its own
  * included): a watched subtree root more levels above is not found. */
 #define ELFEN_MAX_CGROUP_DEPTH 16

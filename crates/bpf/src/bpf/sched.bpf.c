@@ -13,7 +13,9 @@
  * seqlock (see elfen_bpf.h): the task switched in, its process and cgroup,
  * the time, and the LC accounting; on an LC busy<->idle transition of a
  * watched CPU it also sends an elfen_lc_event through the ring buffer with
- * a forced wakeup, so a reader can sleep in epoll.
+ * a forced wakeup, so a reader can sleep in epoll. The switches of the
+ * reader's own threads (quiet_tids) are no transitions: the CPU keeps its
+ * LC state.
  *
  * A task is LC when its process is watched (watch_tgids) or its cgroup on
  * the v2 hierarchy lies in a watched subtree (watch_cgroups holds subtree
@@ -107,6 +109,21 @@ __u32 announce_wakeups = 0;
  * wake-up, sparing the watched CPU the interrupt that would wake nobody. */
 __u32 reader_polling = 0;
 
+/* Threads whose switches are no transitions (the reader and the threads it
+ * wakes: an LC signal writer's guards, freezers, blind isolation), set by
+ * user space: tid -> 1. Such a thread woken on a watched CPU preempts
+ * whatever runs there; were an LC task preempted so counted idle, the switch
+ * back to it would be a BUSY that wakes the reader (and the thread) again,
+ * which preempts it again: a loop that keeps the LC task off its CPU for as
+ * long as it is runnable there. So while one of them runs, the CPU keeps the
+ * LC state it had (its time counts as the preempted task's). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ELFEN_MAX_QUIET_TIDS);
+	__type(key, __u32);
+	__type(value, __u32);
+} quiet_tids SEC(".maps");
+
 /* Never written: exports struct elfen_lc_event into the object's BTF, so the
  * generated skeleton has a Rust type for it (checked against contract.rs). */
 struct elfen_lc_event elfen_lc_event_btf = {};
@@ -196,9 +213,10 @@ int BPF_PROG(elfen_sched_switch, bool preempt, struct task_struct *prev,
 	struct cgroup *cg = task_cgroup(next);
 	__u64 cgid = cgroup_id_of(cg);
 
-	bool lc = is_lc(tgid, cg, cgid);
 	bool watched = is_watched(cpu);
 	bool was_lc = s->flags & ELFEN_SLOT_LC;
+	bool lc = (tid && bpf_map_lookup_elem(&quiet_tids, &tid)) ? was_lc
+							     : is_lc(tgid, cg, cgid);
 	__u64 busy_ns = 0;
 
 	/* seqlock write side: odd while the fields change (fetch-add: a full

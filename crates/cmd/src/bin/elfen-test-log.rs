@@ -1,5 +1,6 @@
-//! Lists what a test run skipped and fuzzed, and fails when a skipped test
-//! needs something this machine offers (`scripts/test.sh` runs it last).
+//! Lists what a test run skipped, fuzzed and ran twice, and fails when a
+//! skipped test needs something this machine offers (`scripts/test.sh` runs
+//! it last; the VM test bed's guest judges each test's skips with it).
 //!
 //! ```text
 //! elfen-test-log LOG [--surefire DIR]...
@@ -7,8 +8,11 @@
 //!
 //! `LOG` is the file the Rust and C tests appended to (`ELFEN_TEST_LOG`);
 //! each `--surefire DIR` adds the skipped tests of the Maven Surefire
-//! reports in `DIR` (`TEST-*.xml`). Exit 1 when a skip could have run here
-//! (or names an unknown need), 2 on bad arguments.
+//! reports in `DIR` (`TEST-*.xml`). A test that ran twice
+//! (`elfen_cmd::rerun`) is counted and listed with its first failure; it
+//! does not change the exit status (its second failure failed the test).
+//! Exit 1 when a skip could have run here (or names an unknown need), 2 on
+//! bad arguments.
 
 use elfen_cmd::skip::{Entry, judge, surefire_skips};
 use std::path::PathBuf;
@@ -96,6 +100,21 @@ fn run() -> Result<bool, String> {
             ""
         };
         println!("  {} {}: {need}: {}{verdict}", s.suite, s.test, s.reason);
+    }
+    let reruns: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| matches!(e, Entry::Rerun { .. }))
+        .collect();
+    println!("ran twice: {}", reruns.len());
+    for e in reruns {
+        if let Entry::Rerun {
+            suite,
+            test,
+            first_failure,
+        } = e
+        {
+            println!("  {suite} {test}: first failure: {first_failure}");
+        }
     }
     let runnable = skips.iter().filter(|s| s.runnable()).count();
     if runnable > 0 {

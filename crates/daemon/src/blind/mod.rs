@@ -87,30 +87,39 @@ pub fn idle_cpus(
 }
 
 /// The daemon's own threads (their tids): blind isolation counts a CPU
-/// running one of them as idle.
+/// running one of them as idle, and the writer makes their switches no
+/// transitions of the signal (`elfen_bpf::Source::set_quiet_tids`).
 #[derive(Debug, Clone, Default)]
-pub struct OwnThreads(Arc<Mutex<Vec<u32>>>);
+pub struct OwnThreads(Arc<(Mutex<Vec<u32>>, AtomicU64)>);
 
 impl OwnThreads {
     /// Adds `tid`.
     pub fn add(&self, tid: u32) {
-        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v = self.0.0.lock().unwrap_or_else(|p| p.into_inner());
         if !v.contains(&tid) {
             v.push(tid);
+            self.0.1.fetch_add(1, Relaxed);
         }
     }
 
     /// Removes `tid`.
     pub fn remove(&self, tid: u32) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|&t| t != tid);
+        let mut v = self.0.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = v.len();
+        v.retain(|&t| t != tid);
+        if v.len() != n {
+            self.0.1.fetch_add(1, Relaxed);
+        }
     }
 
     /// The tids now.
     pub fn tids(&self) -> Vec<u32> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Changes so far (an add or a remove that changed the set).
+    pub fn generation(&self) -> u64 {
+        self.0.1.load(Relaxed)
     }
 }
 
@@ -144,6 +153,8 @@ pub struct BlindOptions {
     /// The CPUs the group gets back when the controller stops (`None`:
     /// every CPU it hands out).
     pub release: Option<Vec<u32>>,
+    /// The bound on its real-time work (`crate::rt::DutyBound`).
+    pub bound: crate::rt::SpinBound,
 }
 
 /// What a stopped controller reports.
@@ -166,6 +177,9 @@ pub struct BlindReport {
     /// cpuset, freeze and thaw writes that failed (after retries of
     /// transient errors).
     pub failed_writes: u64,
+    /// 100 ms windows in which its work reached its real-time bound's
+    /// share and it ran the rest of the window at SCHED_OTHER.
+    pub rt_demotions: u64,
     /// Errors met (the first few).
     pub errors: Vec<String>,
 }

@@ -73,7 +73,9 @@ pub(super) fn run(
     let mut pending: Vec<(u32, u64)> = Vec::new();
     let mut frozen = false;
     let mut woken = false;
+    let mut duty = crate::rt::DutyBound::new(opts.priority, &opts.bound);
     while !stop.load(Relaxed) {
+        duty.step(elfen_shm::clock::monotonic_ns());
         if woken {
             rep.woken += 1;
         } else {
@@ -158,7 +160,8 @@ pub(super) fn run(
                     .grow_deadline_ns()
                     .map(|d| Duration::from_nanos(d.saturating_sub(now).max(1)));
                 let wait = until_grow.map_or(opts.poll, |g| g.min(opts.poll));
-                b.wait(wait)
+                // a grow deadline just past never makes the thread spin
+                b.wait(wait.max(Duration::from_micros(20)))
             }
             None => {
                 std::thread::sleep(opts.poll);
@@ -174,5 +177,6 @@ pub(super) fn run(
         io.write(DaemonKnob::Thaw, Knob::Frozen(false), &mut rep);
     }
     rep.reaction = LatencySummary::of(&hist);
+    rep.rt_demotions = duty.demotions;
     rep
 }

@@ -151,6 +151,7 @@ impl Config {
             ("lc.liveness_ms", lc.liveness_ms),
             ("lc.rescan_ms", lc.rescan_ms),
             ("lc.lost_rescan_ms", lc.lost_rescan_ms),
+            ("lc.unseen_window_ms", lc.unseen_window_ms),
         ] {
             if v == 0 {
                 return Err(ConfigError::new(f, "must be at least 1"));
@@ -167,6 +168,22 @@ impl Config {
                     "{} is not a SCHED_FIFO priority in 1..=98 (the writer runs one above)",
                     self.guard.priority
                 ),
+            ));
+        }
+        if !(100..=1_000_000).contains(&self.guard.spin_max_us) {
+            return Err(ConfigError::new(
+                "guard.spin_max_us",
+                format!(
+                    "{} is not in 100..=1000000: the bound on a real-time spin per busy period \
+                     (longer would let the kernel's own throttling decide)",
+                    self.guard.spin_max_us
+                ),
+            ));
+        }
+        if !(1..=100).contains(&self.guard.spin_share_pct) {
+            return Err(ConfigError::new(
+                "guard.spin_share_pct",
+                format!("{} is not a share in 1..=100", self.guard.spin_share_pct),
             ));
         }
         if let Some(p) = self.signal.priority {

@@ -50,6 +50,10 @@ pub struct LcSection {
     pub rescan_ms: u64,
     /// While no LC process is found: how often to look, ms (default 10).
     pub lost_rescan_ms: u64,
+    /// How long the LC may use CPU while batch work runs with no busy
+    /// period seen on its request lanes before the daemon warns that it
+    /// protects nothing, ms (default 5000).
+    pub unseen_window_ms: u64,
 }
 
 impl LcSection {
@@ -89,6 +93,7 @@ impl Default for LcSection {
             liveness_ms: 100,
             rescan_ms: 1000,
             lost_rescan_ms: 10,
+            unseen_window_ms: 5000,
         }
     }
 }

@@ -21,7 +21,8 @@ pub use lc::LcSection;
 pub use page::{GroupRef, PageSection};
 pub use sections::{
     AutoSection, BlindSection, BlindWake, DEFAULT_GUARD_PRIORITY, DEFAULT_METRICS_LISTEN,
-    FreezeSection, GuardSection, MetricsSection, PolicySection, SignalSection, Unfit,
+    DEFAULT_SPIN_MAX_US, DEFAULT_SPIN_SHARE_PCT, FreezeSection, GuardSection, MetricsSection,
+    PolicySection, SignalSection, Unfit,
 };
 
 use crate::error::ConfigError;

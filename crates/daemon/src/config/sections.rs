@@ -9,6 +9,18 @@ use serde::{Deserialize, Serialize};
 /// Default guard priority (`guard.priority`, SCHED_FIFO).
 pub const DEFAULT_GUARD_PRIORITY: u8 = 50;
 
+/// Default `guard.spin_max_us`: the longest real-time spin per LC busy
+/// period. Short enough that a CPU's kernel workers, RCU callbacks and the
+/// LC's own normal threads (a JVM's VM thread ending a safepoint) wait at
+/// most this long; long enough to cover the busy periods of services with
+/// millisecond requests.
+pub const DEFAULT_SPIN_MAX_US: u64 = 10_000;
+
+/// Default `guard.spin_share_pct`: the share of a batch lane real-time
+/// spinning may take over time (capped below the kernel's real-time
+/// throttling, `crate::rt`).
+pub const DEFAULT_SPIN_SHARE_PCT: u8 = 90;
+
 /// `[policy]`: the four policies of elfen-policy, unchanged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -98,6 +110,15 @@ pub struct GuardSection {
     /// service's gaps are shorter than that) or µs (0, the default: never).
     /// Borrow idle only: a budget policy decides the lane itself.
     pub hold_us: HoldSetting,
+    /// The longest spin at SCHED_FIFO per LC busy period, µs (default
+    /// 10000): a guard (or the writer holding its lane) past it occupies
+    /// at SCHED_OTHER until the next edge, so a CPU's kernel work and the
+    /// LC's own normal threads run (`crate::rt`). 100..=1000000.
+    pub spin_max_us: u64,
+    /// The share of a batch lane spinning at SCHED_FIFO may take over time,
+    /// % (default 90; at most 90 % of what the kernel's real-time
+    /// throttling allows). 1..=100.
+    pub spin_share_pct: u8,
 }
 
 impl Default for GuardSection {
@@ -106,7 +127,21 @@ impl Default for GuardSection {
             priority: DEFAULT_GUARD_PRIORITY,
             recheck_us: 0,
             hold_us: HoldSetting::Us(0),
+            spin_max_us: DEFAULT_SPIN_MAX_US,
+            spin_share_pct: DEFAULT_SPIN_SHARE_PCT,
         }
+    }
+}
+
+impl GuardSection {
+    /// The bound on real-time spinning from these settings and the
+    /// kernel's throttling read now, with the sentence that says it.
+    pub fn spin_bound(&self) -> (crate::rt::SpinBound, String) {
+        crate::rt::SpinBound::resolve(
+            self.spin_max_us,
+            self.spin_share_pct,
+            crate::rt::RtThrottle::read(),
+        )
     }
 }
 

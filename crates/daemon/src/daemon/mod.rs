@@ -17,6 +17,7 @@ mod publish;
 mod shutdown;
 mod start;
 mod tick;
+pub mod unseen;
 
 pub use shutdown::ShutdownReport;
 
@@ -57,6 +58,10 @@ pub struct Daemon {
     next_rescan: Instant,
     metrics: Option<DaemonMetrics>,
     lc_restarts: u64,
+    /// Processes followed as part of the LC service.
+    lc_followed: u64,
+    /// Whether the LC goes unseen on its request lanes.
+    unseen: unseen::UnseenCheck,
     health: Arc<Health>,
     failure_log: FailureLog,
     /// Groups whose loss was said.
@@ -125,6 +130,10 @@ impl Daemon {
         };
         let (tx, rx) = channel();
         let health = Arc::new(Health::new(&plan.groups));
+        let unseen = unseen::UnseenCheck::new(
+            Duration::from_millis(cfg.lc.unseen_window_ms),
+            plan.request_lanes.iter().map(|r| (r.lane, r.cpu)).collect(),
+        );
         let mut d = Daemon {
             next_rescan: Instant::now(),
             lost_said: vec![false; plan.groups.len()],
@@ -145,6 +154,8 @@ impl Daemon {
             notices: rx,
             metrics,
             lc_restarts: 0,
+            lc_followed: 0,
+            unseen,
             recovered,
         };
         match d.apply(tx) {

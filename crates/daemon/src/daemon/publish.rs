@@ -89,6 +89,7 @@ impl Daemon {
         });
         let repaired = self.recovered.actions.len() as u64;
         let restarts = self.lc_restarts;
+        let followed = self.lc_followed;
         let cpuset_changes = self
             .drivers
             .iter()
@@ -145,6 +146,8 @@ impl Daemon {
             s.writer_reconciled = reconciled;
             s.lc_restarts = restarts;
             s.lc_ignored = h.lc_ignored;
+            s.lc_followed = followed;
+            s.lc_unseen = h.lc_unseen.is_some();
             s.repaired = repaired;
             s.knob_failures = knob_failures;
             s.groups = groups;

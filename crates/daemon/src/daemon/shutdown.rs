@@ -47,8 +47,9 @@ impl std::fmt::Display for ShutdownReport {
             writeln!(
                 f,
                 "writer: {} events, {} busy periods, {} reconciled from the slots ({} stale), {} \
-                 dropped by BPF; busy edge → writer running {}",
-                w.events, w.begins, w.reconciled, w.stale, w.dropped, w.wake
+                 dropped by BPF, {} windows at SCHED_OTHER past its real-time bound; busy edge → \
+                 writer running {}",
+                w.events, w.begins, w.reconciled, w.stale, w.dropped, w.rt_demotions, w.wake
             )?;
         }
         if let Some(e) = &self.writer_error {
@@ -67,12 +68,15 @@ impl std::fmt::Display for ShutdownReport {
         for g in &self.guards {
             writeln!(
                 f,
-                "guard lane {} (cpu {}): {} occupations, {:.1} ms occupied, {:.1} ms held, {} \
+                "guard lane {} (cpu {}): {} occupations, {:.1} ms occupied ({} spins ended by the \
+                 real-time bound, {:.1} ms occupied past it at SCHED_OTHER), {:.1} ms held, {} \
                  caught while holding, {} wake-ups; step-aside {}",
                 g.lane,
                 g.cpu,
                 g.occupations,
                 g.occupied_ns as f64 / 1e6,
+                g.cuts,
+                g.bounded_ns as f64 / 1e6,
                 g.held_ns as f64 / 1e6,
                 g.caught,
                 g.wakes,

@@ -25,11 +25,24 @@ impl Daemon {
         let may_guard = plan.groups.iter().any(|g| g.rungs.contains(&Mode::Guard));
         let (bells, all_cpus) = Bells::wire(&plan, may_guard)?;
         let hold = writer_hold(&plan, may_guard).map(Arc::new);
-        let opts = writer_options(&plan, tx, bells.writer, bells.cpu, &all_cpus, hold.clone());
+        let (spin, said) = cfg.guard.spin_bound();
+        let opts = writer_options(
+            &plan,
+            tx,
+            bells.writer,
+            bells.cpu,
+            &all_cpus,
+            hold.clone(),
+            spin,
+        );
+        self.unseen.count_also(opts.extra_cpus.clone());
         let lanes: Vec<(u32, u32)> = plan.request_lanes.iter().map(|r| (r.cpu, r.lane)).collect();
         let writer = LcWriter::spawn(Arc::clone(&self.page), &lanes, plan.lc.clone(), opts)?;
         let costs = self.knob_costs(&plan, &writer);
         log(crate::protection::costs::describe(&costs));
+        if may_guard || cfg.writer_priority() > 0 {
+            log(said);
+        }
         let env = Arc::new(Env::new(
             Arc::clone(&self.page),
             plan.batch_lanes
@@ -46,11 +59,12 @@ impl Daemon {
             Arc::clone(writer.edges()),
             hold,
             bells.guard,
-            settings(&plan),
+            settings(&plan, spin),
             costs,
         ));
         env.own.add(writer.tid());
         env.own.add(self.upkeep_tid);
+        writer.quiet_threads(env.own.clone());
         let hold_ns = env.refresh_hold(&Default::default());
         if may_guard {
             log(format!(
@@ -328,8 +342,8 @@ impl Bells {
     }
 }
 
-/// The writer's options: its source, priority, CPUs, discovery, and the
-/// bells it rings.
+/// The writer's options: its source, priority, CPUs, discovery, the bells
+/// it rings (per request lane, per CPU) and the bound on its real-time work.
 fn writer_options(
     plan: &Plan,
     tx: Sender<Notice>,
@@ -337,6 +351,7 @@ fn writer_options(
     cpu_bells: Vec<Arc<Bell>>,
     all_cpus: &[u32],
     hold: Option<Arc<Hold>>,
+    bound: crate::rt::SpinBound,
 ) -> WriterOptions {
     let cfg = &plan.config;
     WriterOptions {
@@ -364,11 +379,13 @@ fn writer_options(
         },
         cpu_bells,
         hold,
+        bound,
     }
 }
 
-/// The protections' settings from the file and the plan.
-fn settings(plan: &Plan) -> Settings {
+/// The protections' settings from the file and the plan, with the bound
+/// on real-time spinning (`crate::rt`).
+fn settings(plan: &Plan, spin: crate::rt::SpinBound) -> Settings {
     let cfg = &plan.config;
     Settings {
         guard_priority: cfg.guard.priority,
@@ -380,5 +397,6 @@ fn settings(plan: &Plan) -> Settings {
         freeze_timeout: Duration::from_millis(cfg.freeze.timeout_ms),
         blind: cfg.blind.clone(),
         policy: plan.policy,
+        spin,
     }
 }

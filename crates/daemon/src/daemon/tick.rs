@@ -1,6 +1,7 @@
 //! [`Daemon::tick`]: one round of upkeep, and the checks of the groups
 //! that follow a unit, container or pod or whose owner writes over them.
 
+use super::unseen::Verdict;
 use super::{Daemon, log};
 use crate::batch::BatchGroup;
 use crate::config::{Mode, OnGroupLost};
@@ -11,6 +12,10 @@ use crate::writer::LcWriterHandle;
 use elfen_ops::health::{DaemonKnob, GroupState};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
+
+/// While the LC goes unseen, its WARN is said again every this many
+/// windows (once a minute with the default window).
+const UNSEEN_REPEAT: u64 = 12;
 
 impl Daemon {
     /// One round of upkeep: heartbeat; SCHED_IDLE for new threads and
@@ -27,10 +32,15 @@ impl Daemon {
                 Notice::Restarted { .. } => self.lc_restarts += 1,
                 Notice::Ignored { .. } => self.health.lc_ignored(),
                 Notice::Moved { groups } => self.health.set_lc_groups(groups.clone()),
+                Notice::Followed { procs, .. } => self.lc_followed += procs.len() as u64,
                 _ => {}
             }
         }
-        let mut out: Vec<String> = notices.iter().map(|n| n.to_string()).collect();
+        let mut out: Vec<String> = notices
+            .iter()
+            .filter(|n| !n.is_quiet())
+            .map(|n| n.to_string())
+            .collect();
         let mut refused = None;
         for d in &mut self.drivers {
             match d.tick() {
@@ -97,6 +107,7 @@ impl Daemon {
             }
         }
         self.fall_back();
+        out.extend(self.check_unseen());
         out.extend(self.failure_log.lines(&self.health));
         let lost = self.newly_lost(&mut out);
         self.publish_modes();
@@ -113,6 +124,42 @@ impl Daemon {
                 Err(e)
             }
             None => Ok(out),
+        }
+    }
+
+    /// The check that the LC is seen on its request lanes
+    /// ([`super::unseen`]), when a window ends: an LC that goes unseen is
+    /// said at WARN (at once, then every [`UNSEEN_REPEAT`] windows while
+    /// it lasts) and put in the health record; seen again, said.
+    fn check_unseen(&mut self) -> Option<String> {
+        let w = self.writer.as_ref()?;
+        if !self.unseen.due(Instant::now()) {
+            return None;
+        }
+        let lc = w.lc_pids();
+        let mut batch = Vec::new();
+        if let Some(ex) = &self.executor {
+            let ex = ex.lock().unwrap_or_else(|p| p.into_inner());
+            for g in &self.groups {
+                batch.extend(ex.procs(&g.group).unwrap_or_default());
+            }
+        }
+        match self.unseen.tick(&self.page, w.slots(), &lc, &batch)? {
+            Verdict::Unseen(msg) => {
+                let n = self.unseen.windows();
+                if self.health.lc_unseen().is_none() || n % UNSEEN_REPEAT == 0 {
+                    crate::logging::warn(format!(
+                        "LC UNSEEN ({n} window{} so far): {msg}",
+                        if n == 1 { "" } else { "s" }
+                    ));
+                }
+                self.health.set_lc_unseen(Some(msg));
+                None
+            }
+            Verdict::SeenAgain => {
+                self.health.set_lc_unseen(None);
+                Some("the LC service is seen busy on its request lanes again".to_string())
+            }
         }
     }
 

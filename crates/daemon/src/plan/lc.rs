@@ -5,6 +5,10 @@ use super::err;
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::lc::{LcOwner, LcTarget};
+use std::collections::BTreeSet;
+
+/// What the plan says of the processes an LC process starts.
+const DESCENDANTS: &str = "and every process they start, whatever its user";
 
 pub(super) fn lc_target(
     config: &Config,
@@ -41,11 +45,17 @@ pub(super) fn lc_target(
             }
             Some(u) => (
                 LcOwner::Uid(u),
-                format!("restarts of {} only ([lc] user)", describe(u)),
+                format!(
+                    "restarts of {} only ([lc] user); {DESCENDANTS}",
+                    describe(u)
+                ),
             ),
             None => (
                 LcOwner::Uid(uids.0),
-                format!("restarts of {} only (its user)", describe(uids.0)),
+                format!(
+                    "restarts of {} only (its user); {DESCENDANTS}",
+                    describe(uids.0)
+                ),
             ),
         };
         return Ok((LcTarget::Pid(pid), owner));
@@ -63,7 +73,8 @@ pub(super) fn lc_target(
 
 /// Whose processes named `name` are the LC: `user` (`[lc] user`), else the
 /// owner of the oldest of `running`, else the first found; same-named
-/// processes of another user that run now are noted.
+/// processes of another user that run now are noted, unless an owner's
+/// process started them (they are the service).
 fn comm_owner(
     name: &str,
     user: Option<u32>,
@@ -74,26 +85,41 @@ fn comm_owner(
     let owner = match (user, crate::lc::oldest_owner(running)) {
         (Some(u), _) => (
             LcOwner::Uid(u),
-            format!("processes of {} only ([lc] user)", describe(u)),
+            format!(
+                "processes of {} only ([lc] user), {DESCENDANTS}",
+                describe(u)
+            ),
         ),
         (None, Some((u, pid))) => (
             LcOwner::Uid(u),
             format!(
-                "processes of {} only (the owner of the oldest one now, pid {pid}; set [lc] user to choose)",
+                "processes of {} only (the owner of the oldest one now, pid {pid}; set [lc] user \
+                 to choose), {DESCENDANTS}",
                 describe(u)
             ),
         ),
         (None, None) => (
             LcOwner::FirstFound,
-            "processes of one user only: the owner of the first found (set [lc] user to choose)"
-                .to_string(),
+            format!(
+                "processes of one user only: the owner of the first found (set [lc] user to \
+                 choose), {DESCENDANTS}"
+            ),
         ),
     };
     if let LcOwner::Uid(u) = owner.0 {
-        let others: Vec<String> = running
+        let with_uids: Vec<(u32, (u32, u32))> = running
             .iter()
             .filter_map(|&p| Some((p, elfen_cmd::proc::uids(p)?)))
-            .filter(|&(_, uids)| !crate::lc::owned_by(uids, u))
+            .collect();
+        let owners: BTreeSet<u32> = with_uids
+            .iter()
+            .filter(|&&(_, uids)| crate::lc::owned_by(uids, u))
+            .map(|&(p, _)| p)
+            .collect();
+        let others: Vec<String> = with_uids
+            .iter()
+            .filter(|&&(_, uids)| !crate::lc::owned_by(uids, u))
+            .filter(|&&(p, _)| crate::lc::procs::ancestor_of(p, &owners).is_none())
             .map(|(p, uids)| format!("pid {p} ({})", describe(uids.0)))
             .collect();
         if !others.is_empty() {

@@ -41,6 +41,7 @@ use crate::error::DaemonError;
 use crate::freeze::FreezeReport;
 use crate::guard::{GuardHandle, GuardOptions, GuardReport};
 use crate::health::GroupReporter;
+use crate::rt::{LaneSpin, SpinBound};
 use crate::writer::{Hold, LaneEdges};
 use elfen_bpf::SlotReader;
 use elfen_cgroup::{Executor, Group};
@@ -66,6 +67,9 @@ pub struct Cost {
     pub occupied_ns: u64,
     /// Spinning through idle gaps (lane time the batch did not get), ns.
     pub held_ns: u64,
+    /// Of the occupation, the part past the real-time bound, at
+    /// SCHED_OTHER (`crate::rt`: the lane's normal tasks shared it), ns.
+    pub bounded_ns: u64,
     /// Knob cycles: wake-ups, freezes, cpuset writes.
     pub cycles: u64,
 }
@@ -147,6 +151,9 @@ pub struct Settings {
     pub blind: BlindSection,
     /// The lanes' policy.
     pub policy: PolicyConfig,
+    /// The bound on guards' and the writer's real-time spinning
+    /// (`[guard] spin_max_us`, `spin_share_pct`, the kernel's throttling).
+    pub spin: SpinBound,
 }
 
 /// The guards every guarding group shares: one per batch lane, started by
@@ -185,6 +192,9 @@ pub struct Env {
     pub costs: Mutex<KnobCosts>,
     /// The hold in use by guards and the writer, ns.
     pub hold_ns: Arc<AtomicU64>,
+    /// Each batch lane's real-time spinning (its guard's and, on its lane,
+    /// the writer's hold), in the order of `batch_lanes`.
+    pub spins: Vec<Arc<LaneSpin>>,
     guards: Mutex<GuardSet>,
     /// Threads of withdrawn protections: their CPU, occupation and hold
     /// (so the daemon's counters never go down), ns.
@@ -206,7 +216,17 @@ impl Env {
         settings: Settings,
         costs: KnobCosts,
     ) -> Env {
+        let spins: Vec<Arc<LaneSpin>> = batch_lanes
+            .iter()
+            .map(|l| Arc::new(LaneSpin::new(l.cpu, settings.spin)))
+            .collect();
+        if let Some(h) = &writer_hold {
+            if let Some(s) = spins.iter().find(|s| s.cpu == h.cpu) {
+                h.set_spin(Arc::clone(s));
+            }
+        }
         Env {
+            spins,
             page,
             batch_lanes,
             all_cpus,
@@ -313,24 +333,46 @@ impl Env {
         (occ + r.1, held + r.2)
     }
 
+    /// The real-time spinning of batch CPU `cpu` (a lane of its own if it
+    /// is no batch lane: never shared, still bounded).
+    fn spin_of(&self, cpu: u32) -> Arc<LaneSpin> {
+        self.spins
+            .iter()
+            .find(|s| s.cpu == cpu)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(LaneSpin::new(cpu, self.settings.spin)))
+    }
+
+    /// CPU time guards occupied past the real-time bound, at SCHED_OTHER,
+    /// so far (every lane, retired guards included), ns.
+    pub fn bounded_ns(&self) -> u64 {
+        self.spins.iter().map(|s| s.bounded_ns.load(Relaxed)).sum()
+    }
+
+    /// Spins the real-time bound ended so far (guards and the writer).
+    pub fn spin_cuts(&self) -> u64 {
+        self.spins.iter().map(|s| s.cuts.load(Relaxed)).sum()
+    }
+
     /// Starts the guards if none run yet (one more user either way).
     fn acquire_guards(&self) -> Result<(), DaemonError> {
         let mut g = self.guards.lock().unwrap_or_else(|p| p.into_inner());
         if g.users == 0 {
-            let opts = GuardOptions {
-                priority: self.settings.guard_priority,
-                recheck: self.settings.guard_recheck,
-                max_sleep: Duration::from_millis(100),
-                hold: Some((Arc::clone(&self.hold_ns), Arc::clone(&self.edges))),
-            };
             let mut started = Vec::new();
             for (lane, bell) in &self.guard_bells {
+                let opts = GuardOptions {
+                    priority: self.settings.guard_priority,
+                    recheck: self.settings.guard_recheck,
+                    max_sleep: Duration::from_millis(100),
+                    hold: Some((Arc::clone(&self.hold_ns), Arc::clone(&self.edges))),
+                    spin: self.spin_of(lane.cpu),
+                };
                 bell.arm(true);
                 match crate::guard::Guard::spawn(
                     Arc::clone(&self.page),
                     lane.lane,
                     Arc::clone(bell),
-                    opts.clone(),
+                    opts,
                 ) {
                     Ok(h) => {
                         self.own.add(h.tid());

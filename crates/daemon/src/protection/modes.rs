@@ -139,6 +139,7 @@ impl Guarding {
             cpu_ns,
             occupied_ns,
             held_ns,
+            bounded_ns: env.bounded_ns(),
             cycles,
         }
     }
@@ -183,6 +184,7 @@ impl Protection for Guarding {
             cpu_ns: now.cpu_ns.saturating_sub(a.cpu_ns),
             occupied_ns: now.occupied_ns.saturating_sub(a.occupied_ns),
             held_ns: now.held_ns.saturating_sub(a.held_ns),
+            bounded_ns: now.bounded_ns.saturating_sub(a.bounded_ns),
             cycles: now.cycles.saturating_sub(a.cycles),
         }
     }
@@ -231,6 +233,7 @@ impl Protection for Freezing {
             max_sleep: Duration::from_millis(100),
             priority: s.group_priority,
             cpus: Some(s.thread_cpus.clone()),
+            bound: s.spin,
         };
         bell.arm(true);
         let f = Freezer::spawn_reporting(
@@ -326,6 +329,7 @@ impl Protection for Blinding {
             thread_cpus: Some(s.thread_cpus.clone()),
             own: env.own.clone(),
             release: t.confine.clone(),
+            bound: s.spin,
         };
         let b = Blind::spawn_reporting(
             Arc::clone(&env.page),

@@ -33,6 +33,10 @@
 //! through idle gaps shorter than the hold (lane time the batch does not
 //! get, counted apart). One wake-up per burst of busy periods instead of
 //! two per busy period; the guard on that lane is not rung meanwhile.
+//! The hold spins at SCHED_FIFO within the lane's real-time bound
+//! ([`crate::rt::LaneSpin`], shared with the lane's guard): when the bound
+//! ends it inside a busy period, the guard is rung and takes over — at
+//! SCHED_OTHER, the period's bound being spent.
 //!
 //! The harness uses it for `--lc-signal bpf` with
 //! [`WriterOptions::default`] (no priority, no pinning, no bells).
@@ -49,10 +53,12 @@ use lane::Record;
 use thread::{Running, run, setup};
 
 use crate::bell::Bell;
+use crate::blind::OwnThreads;
 use crate::error::DaemonError;
 use crate::guard::LatencySummary;
 use crate::lc::{DiscoveryOptions, LcTarget, Notice};
 use crate::protection::profile::Profile;
+use crate::rt::{LaneSpin, SpinBound};
 use crate::worker::Worker;
 use elfen_bpf::{Options, SlotReader};
 use elfen_cmd::proc::gettid;
@@ -60,7 +66,7 @@ use elfen_shm::Page;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// How the writer runs.
@@ -90,6 +96,11 @@ pub struct WriterOptions {
     pub extra_cpus: Vec<u32>,
     /// The writer's hold of its batch lane (guard mode; see the module docs).
     pub hold: Option<Arc<Hold>>,
+    /// The bound on its real-time work (`crate::rt`): its hold spins within
+    /// its lane's, and its own work at SCHED_FIFO takes at most the
+    /// bound's share of the CPU (past it, SCHED_OTHER for the rest of a
+    /// 100 ms window).
+    pub bound: SpinBound,
 }
 
 /// The writer's hold of its one batch lane (see the module docs): set by
@@ -111,6 +122,9 @@ pub struct Hold {
     pub spins: AtomicU64,
     /// Busy periods that began while the writer spun (no wake-up needed).
     pub caught: AtomicU64,
+    /// The bound on its spinning (the lane's, shared with its guard); set
+    /// by the protections' environment. Without one the writer never holds.
+    spin: OnceLock<Arc<LaneSpin>>,
 }
 
 impl Hold {
@@ -124,7 +138,18 @@ impl Hold {
             held_ns: AtomicU64::new(0),
             spins: AtomicU64::new(0),
             caught: AtomicU64::new(0),
+            spin: OnceLock::new(),
         }
+    }
+
+    /// Gives the hold its lane's spin bound (the first one given stays).
+    pub fn set_spin(&self, spin: Arc<LaneSpin>) {
+        let _ = self.spin.set(spin);
+    }
+
+    /// The lane's spin bound, once given.
+    pub fn spin(&self) -> Option<&Arc<LaneSpin>> {
+        self.spin.get()
     }
 
     /// Sets the hold (0: the writer never spins).
@@ -180,6 +205,7 @@ impl Default for WriterOptions {
             cpu_bells: Vec::new(),
             extra_cpus: Vec::new(),
             hold: None,
+            bound: crate::config::GuardSection::default().spin_bound().0,
         }
     }
 }
@@ -217,6 +243,10 @@ pub struct WriterReport {
     pub stale: u64,
     /// Events the BPF program dropped (full ring buffer), request lanes.
     pub dropped: u64,
+    /// 100 ms windows in which the writer's own work reached its real-time
+    /// bound's share and it ran the rest of the window at SCHED_OTHER.
+    #[serde(default)]
+    pub rt_demotions: u64,
     /// From the context switch that made a request lane busy (the event's
     /// time) to the writer running with the event. The writer runs on the
     /// batch lanes at SCHED_FIFO, so on a machine with one pair this is
@@ -241,6 +271,7 @@ pub struct LcWriterHandle {
     lc_pids: Arc<Mutex<Vec<u32>>>,
     profile: Arc<Profile>,
     edges: Arc<LaneEdges>,
+    quiet: Arc<OnceLock<OwnThreads>>,
 }
 
 /// What the thread reports once it runs.
@@ -266,6 +297,8 @@ impl LcWriter {
         let lc_pids = Arc::new(Mutex::new(Vec::new()));
         let profile = Arc::new(Profile::default());
         let edges = Arc::new(LaneEdges::new(page.lane_count()));
+        let quiet: Arc<OnceLock<OwnThreads>> = Arc::default();
+        let q2 = Arc::clone(&quiet);
         let lanes = lanes.to_vec();
         let (st2, p2) = (Arc::clone(&stats), Arc::clone(&lc_pids));
         let (pr2, e2) = (Arc::clone(&profile), Arc::clone(&edges));
@@ -297,7 +330,7 @@ impl LcWriter {
                     edges: &e2,
                     holding_cpu: None,
                 };
-                run(r, stop, rec, &p2)
+                run(r, stop, rec, &p2, &q2)
             },
             || Ok(WriterReport::default()),
         )?;
@@ -311,6 +344,7 @@ impl LcWriter {
             lc_pids,
             profile,
             edges,
+            quiet,
         })
     }
 }
@@ -349,6 +383,15 @@ impl LcWriterHandle {
     /// Each request lane's last idle edge.
     pub fn edges(&self) -> &Arc<LaneEdges> {
         &self.edges
+    }
+
+    /// The daemon's threads the writer wakes (guards, freezers, blind
+    /// isolation, as they come and go): their switches, like the writer's
+    /// own, are no transitions of the signal — a thread woken on a watched
+    /// CPU would otherwise turn the preemption of an LC task there and its
+    /// return into edges that wake it again. The first set given stays.
+    pub fn quiet_threads(&self, own: OwnThreads) {
+        let _ = self.quiet.set(own);
     }
 
     /// The LC processes watched now.

@@ -1,5 +1,5 @@
 //! Holding the lane (see the module docs of `crate::writer`): the spin,
-//! and its budget under the kernel's real-time throttling.
+//! within its lane's real-time bound ([`crate::rt`]).
 
 use super::lane::{Lane, Record, reconciled, set_busy};
 use super::thread::{handle, holds};
@@ -11,30 +11,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-/// The kernel throttles real-time threads that run more than 95 % of a
-/// second (`sched_rt_runtime_us`): the writer spins at most this share of
-/// each second, so it is never throttled in the middle of publishing.
-const SPIN_SHARE_MAX: f64 = 0.85;
-
-/// The writer's spinning in the current second.
-#[derive(Debug, Default)]
-pub(super) struct SpinBudget {
-    second_ns: u64,
-    spun_ns: u64,
-}
-
-impl SpinBudget {
-    pub(super) fn allows(&mut self, now_ns: u64) -> bool {
-        if now_ns.saturating_sub(self.second_ns) >= 1_000_000_000 {
-            self.second_ns = now_ns;
-            self.spun_ns = 0;
-        }
-        (self.spun_ns as f64) < SPIN_SHARE_MAX * 1e9
-    }
-
-    pub(super) fn spent(&mut self, ns: u64) {
-        self.spun_ns += ns;
-    }
+/// Whether the writer may begin a spin on `h`'s lane now: the lane has a
+/// bound and its bucket is not empty. (The spin itself asks the bound of
+/// its busy period, and ends at once if that is spent.)
+pub(super) fn may_spin(h: &Hold, now_ns: u64) -> bool {
+    h.ns() > 0 && h.spin().is_some_and(|s| s.tokens(now_ns) > 0)
 }
 
 /// One spell of holding the lane (see the module docs).
@@ -42,12 +23,11 @@ pub(super) struct Spin<'a> {
     pub(super) hold: &'a Hold,
     pub(super) stop: &'a AtomicBool,
     pub(super) disc: &'a Discovery,
-    pub(super) budget: &'a mut SpinBudget,
 }
 
 impl Spin<'_> {
     /// Spins, consuming events, until the request lane has been idle for
-    /// the hold (or the spin budget, the stop flag, or discovery's next
+    /// the hold (or the spin bound, the stop flag, or discovery's next
     /// look ends it). The BPF program does not wake the writer meanwhile;
     /// after the spin it does again, and events that came in between are
     /// taken by the next wait at once.
@@ -64,13 +44,25 @@ impl Spin<'_> {
         let Some(i) = lanes.iter().position(|l| l.lc.lane() == h.request_lane) else {
             return Ok(());
         };
+        let Some(bound) = h.spin() else {
+            return Ok(());
+        };
+        // the busy period the spin is charged to: the current one, or the
+        // last one while holding through its gap
+        let mut period = lanes[i].busy_start_ns;
+        let t0 = elfen_shm::clock::monotonic_ns();
+        let mut deadline = t0.saturating_add(bound.allowance(period, t0));
+        if deadline <= t0 {
+            ring_guard(h, &lanes[i]);
+            return Ok(());
+        }
         src.set_reader_polling(true);
         h.spins.fetch_add(1, Relaxed);
         rec.holding_cpu = Some(h.cpu);
-        let t0 = elfen_shm::clock::monotonic_ns();
         // CPU time, read at each change of the lane's state: spinning's
         // cost is the CPU it takes, not the wall time it spans
         let mut last = crate::guard::thread_cpu_ns();
+        let mut charged = last;
         let mut was_busy = lanes[i].lc.is_busy();
         let mut checks = 0u32;
         let result = loop {
@@ -117,27 +109,47 @@ impl Spin<'_> {
                 break Ok(());
             }
             checks = checks.wrapping_add(1);
-            if checks % 1024 == 0
-                && (self.disc.until_next(Instant::now()).is_zero() || !self.budget.allows(now))
-            {
-                break Ok(());
+            if checks % 1024 == 0 {
+                if self.disc.until_next(Instant::now()).is_zero() {
+                    break Ok(());
+                }
+                // the bound: at its deadline, or when a new busy period
+                // began, the spin so far is charged and the bound asked again
+                let current = lanes[i].busy_start_ns;
+                if now >= deadline || current != period {
+                    let cpu = crate::guard::thread_cpu_ns();
+                    bound.charge(cpu.saturating_sub(charged), now);
+                    charged = cpu;
+                    period = current;
+                    let a = bound.allowance(period, now);
+                    if a == 0 {
+                        if lanes[i].lc.is_busy() {
+                            bound.cut();
+                        }
+                        break Ok(());
+                    }
+                    deadline = now.saturating_add(a);
+                }
             }
             std::hint::spin_loop();
         };
         let end = elfen_shm::clock::monotonic_ns();
-        self.budget.spent(end - t0);
+        bound.charge(crate::guard::thread_cpu_ns().saturating_sub(charged), end);
         src.set_reader_polling(false);
         rec.holding_cpu = None;
-        // the spin ends inside a busy period (its budget, discovery): the
-        // guard of this lane, not rung meanwhile, takes over
-        let l = &lanes[i];
-        if l.lc.is_busy() {
-            l.bells
-                .iter()
-                .filter(|b| b.sleeper_cpu() == Some(h.cpu))
-                .for_each(|b| b.ring_busy(l.busy_start_ns));
-        }
+        ring_guard(h, &lanes[i]);
         result
+    }
+}
+
+/// A spin that ends inside a busy period (its bound, discovery): the guard
+/// of this lane, not rung meanwhile, takes over.
+fn ring_guard(h: &Hold, l: &Lane) {
+    if l.lc.is_busy() {
+        l.bells
+            .iter()
+            .filter(|b| b.sleeper_cpu() == Some(h.cpu))
+            .for_each(|b| b.ring_busy(l.busy_start_ns));
     }
 }
 

@@ -2,8 +2,9 @@
 //! CPUs) and its loop (wait, publish, reconcile, hold).
 
 use super::lane::{Lane, Record, on_event, reconciled, set_busy, slot_is_stale};
-use super::spin::{Spin, SpinBudget};
+use super::spin::{Spin, may_spin};
 use super::{Hold, WriterOptions, WriterReport};
+use crate::blind::OwnThreads;
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
 use crate::lc::{Discovery, LcTarget, Notice};
@@ -13,7 +14,7 @@ use elfen_runtime::LcLane;
 use elfen_shm::Page;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Opens the source, attaches the lanes, starts discovery; then sets the
@@ -33,6 +34,11 @@ pub(super) fn setup(
     watched.dedup();
     sopts.watched_cpus = Some(watched);
     let mut src = Source::open(&sopts)?;
+    // this thread reads the events: its own switches are no transitions
+    // (woken on a watched CPU where an LC task runs, it would otherwise
+    // turn that task's preemption and return into edges that wake it again);
+    // the threads it wakes join it once they are known (`quiet`)
+    src.set_quiet_tids(&[elfen_cmd::proc::gettid()])?;
     let mut out = Vec::new();
     for &(cpu, lane) in lanes {
         let lc = LcLane::attach(Arc::clone(page), lane)?;
@@ -83,6 +89,7 @@ pub(super) fn run(
     stop: &AtomicBool,
     mut rec: Record<'_>,
     lc_pids: &Mutex<Vec<u32>>,
+    quiet: &OnceLock<OwnThreads>,
 ) -> Result<WriterReport, DaemonError> {
     let Running {
         mut src,
@@ -103,10 +110,23 @@ pub(super) fn run(
     *lc_pids.lock().unwrap_or_else(|p| p.into_inner()) = disc.pids();
     let mut events: Vec<LcEvent> = Vec::with_capacity(64);
     let mut wake = latency_histogram();
-    let mut budget = SpinBudget::default();
+    let mut own = crate::rt::DutyBound::new(opts.priority, &opts.bound);
+    let mut demoted = false;
+    let me = elfen_cmd::proc::gettid();
+    let mut quiet_gen = None;
     let result = loop {
         if stop.load(Relaxed) {
             break Ok(());
+        }
+        if let Some(q) = quiet.get().filter(|q| quiet_gen != Some(q.generation())) {
+            quiet_gen = Some(q.generation());
+            let mut tids = q.tids();
+            tids.push(me);
+            if let Err(e) = src.set_quiet_tids(&tids) {
+                notify(Notice::Warning(format!(
+                    "the daemon's own threads could not all be kept out of the signal: {e}"
+                )));
+            }
         }
         let now = Instant::now();
         // Whole milliseconds, rounded up: the ring buffer's poll takes
@@ -125,7 +145,7 @@ pub(super) fn run(
         rec.holding_cpu = opts
             .hold
             .as_deref()
-            .filter(|h| h.ns() > 0 && budget.allows(woke_ns))
+            .filter(|h| !demoted && may_spin(h, woke_ns))
             .map(|h| h.cpu);
         handle(&mut lanes, &mut events, woke_ns, &mut wake, &rec, &opts);
         let now_ns = elfen_shm::clock::monotonic_ns();
@@ -159,14 +179,14 @@ pub(super) fn run(
                 notes.drain(..).for_each(notify);
             }
         }
+        demoted = own.step(elfen_shm::clock::monotonic_ns());
         if let Some(h) = opts.hold.as_deref() {
             let now_ns = elfen_shm::clock::monotonic_ns();
-            if holds(h, &lanes, now_ns) && budget.allows(now_ns) {
+            if !demoted && holds(h, &lanes, now_ns) && may_spin(h, now_ns) {
                 let hold = Spin {
                     hold: h,
                     stop,
                     disc: &disc,
-                    budget: &mut budget,
                 };
                 if let Err(e) = hold.run(
                     &mut src,
@@ -200,6 +220,7 @@ pub(super) fn run(
         reconciled: stats.reconciled.load(Relaxed),
         stale: stats.stale.load(Relaxed),
         dropped,
+        rt_demotions: own.demotions,
         wake: LatencySummary::of(&wake),
     })
 }

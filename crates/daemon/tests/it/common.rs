@@ -1,9 +1,9 @@
 //! What the tests share: skip checks, one test at a time on the CPUs,
 //! the machine's cgroup hierarchy whatever its layout (v1, v2 or hybrid, as
-//! elfen-cgroup detects it), fake cgroup roots, timing assertions that only
-//! report in the VM test bed, and RAII guards that clean up whatever happens —
-//! child processes (killed by pid), the daemon (SIGTERM, then SIGKILL, then
-//! recovery of its state file), cgroups, pages.
+//! elfen-cgroup detects it), fake cgroup roots, timing assertions whose
+//! bounds the VM test bed stretches by its slack, and RAII guards that
+//! clean up whatever happens — child processes (killed by pid), the daemon
+//! (SIGTERM, then SIGKILL, then recovery of its state file), cgroups, pages.
 
 use elfen_cgroup::{Controller, GroupPath, Hierarchy, Layout};
 use std::io::{BufRead, BufReader};
@@ -129,11 +129,10 @@ pub fn freezer_state(path: &str) -> String {
     .to_string()
 }
 
-/// Whether timing is asserted here: on the host, yes; in the VM test bed
-/// (`ELFEN_VM` = `tcg` or `kvm`, set by its guest script) no — emulation
-/// runs code about ten times slower, so there figures are reported only.
-pub fn timing_asserted() -> bool {
-    std::env::var_os("ELFEN_VM").is_none()
+/// Whether this runs in the VM test bed (`ELFEN_VM` = `tcg` or `kvm`, set
+/// by its guest script), where emulation runs code about ten times slower.
+pub fn in_vm() -> bool {
+    std::env::var_os("ELFEN_VM").is_some()
 }
 
 /// How many times longer than on the host things may take here: 1 on the
@@ -142,7 +141,7 @@ pub fn timing_asserted() -> bool {
 /// and bounds (how long to wait for the daemon) by it, so that what they
 /// assert is still behaviour under emulation.
 pub fn slack() -> u32 {
-    if timing_asserted() {
+    if !in_vm() {
         return 1;
     }
     std::env::var("ELFEN_VM_SLACK")
@@ -158,19 +157,65 @@ pub fn patient(d: Duration) -> Duration {
     d * slack()
 }
 
-/// A timing-dependent check: asserted on the host; in the VM test bed
-/// printed with the figure as "timing not asserted: VM under TCG: …" and
-/// never failed.
-pub fn assert_timing(ok: bool, what: impl std::fmt::Display) {
-    if timing_asserted() {
-        assert!(ok, "{what}");
-    } else {
-        let vm = std::env::var("ELFEN_VM").unwrap_or_default().to_uppercase();
-        println!(
-            "timing not asserted: VM under {vm}: {what} ({})",
-            if ok { "holds" } else { "does not hold" }
-        );
-    }
+/// The bound of a check of a figure that speed decides.
+#[derive(Debug, Clone, Copy)]
+pub enum Bound {
+    /// The figure (a share, a count) is at least this; divided by
+    /// [`slack`] here.
+    AtLeast(f64),
+    /// The figure (a time) is at most this; multiplied by [`slack`] here.
+    AtMost(f64),
+    /// The figure (a time) is at most `ratio` times `reference`, a time
+    /// measured side by side with it in the same run (speed hits both
+    /// alike: the ratio is not stretched), or at most `reference` plus
+    /// `plus` (an absolute margin, multiplied by [`slack`] here).
+    NearReference {
+        /// The time measured beside the figure.
+        reference: f64,
+        /// How many times it the figure may be.
+        ratio: f64,
+        /// How much more than it the figure may be.
+        plus: f64,
+    },
+}
+
+/// A check of a figure that speed decides, asserted everywhere: on the
+/// host with `bound` as it is, in the VM test bed with the bound stretched
+/// by [`slack`] as [`Bound`] says (so that emulation's slowness is not a
+/// failure, while a behaviour that is absent still is). Prints `timing: …` with the figure,
+/// the bound used and the slack (the VM test bed keeps it as the note).
+pub fn assert_timing(figure: f64, bound: Bound, what: impl std::fmt::Display) {
+    let k = f64::from(slack());
+    let (ok, used) = match bound {
+        Bound::AtLeast(b) => (figure >= b / k, format!("at least {:.4}", b / k)),
+        Bound::AtMost(b) => (figure <= b * k, format!("at most {:.4}", b * k)),
+        Bound::NearReference {
+            reference,
+            ratio,
+            plus,
+        } => {
+            let b = (ratio * reference).max(reference + plus * k);
+            (
+                figure <= b,
+                format!(
+                    "at most {b:.4} ({ratio}x {reference:.4}, or it + {:.4})",
+                    plus * k
+                ),
+            )
+        }
+    };
+    let place = match std::env::var("ELFEN_VM") {
+        Ok(vm) => format!("VM under {}, slack {k}", vm.to_uppercase()),
+        Err(_) => "host".to_string(),
+    };
+    println!(
+        "timing: {what}: {figure:.4}, {used} ({place}): {}",
+        if ok { "holds" } else { "does NOT hold" }
+    );
+    assert!(
+        ok,
+        "{what}: {figure:.4}, wanted {used} ({place}; {bound:?} on the host)"
+    );
 }
 
 /// A unique name for this test process.

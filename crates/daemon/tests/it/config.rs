@@ -43,6 +43,7 @@ fn defaults_are_documented_values() {
     assert_eq!(c.cgroup_root, Path::new("/sys/fs/cgroup"));
     assert_eq!(c.policy.kind, elfen_policy::PolicyKind::BorrowIdle);
     assert_eq!((c.guard.priority, c.writer_priority()), (50, 51));
+    assert_eq!((c.guard.spin_max_us, c.guard.spin_share_pct), (10_000, 90));
     assert_eq!(c.batch[0].mode, elfen_daemon::Mode::Guard);
     assert!(
         c.batch[0].confined(),
@@ -103,6 +104,16 @@ fn file_checks_name_the_field() {
         &format!("[lc]\ncomm = \"x\"\n[guard]\npriority = 99\n{ok_batch}"),
         "guard.priority",
         "1..=98",
+    );
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n[guard]\nspin_max_us = 50\n{ok_batch}"),
+        "guard.spin_max_us",
+        "100..=1000000",
+    );
+    bad(
+        &format!("[lc]\ncomm = \"x\"\n[guard]\nspin_share_pct = 0\n{ok_batch}"),
+        "guard.spin_share_pct",
+        "1..=100",
     );
     bad(
         &format!("[lc]\ncomm = \"x\"\n[signal]\npriority = 10\n{ok_batch}"),
@@ -418,10 +429,10 @@ fn check_flag_exits_0_or_78_naming_the_field() {
 /// without `cpu.idle` (a kernel before 5.15) is still refused.
 #[test]
 fn cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!(
-            "skipped cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller: needs root (a command in a group of its own)"
+    if !elfen_cmd::skip::Need::Root.present() {
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Root,
+            "a command in a group of its own",
         );
         return;
     }

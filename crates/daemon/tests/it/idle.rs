@@ -10,7 +10,7 @@
 //!   creates or adopts for a yielding mode is idle as a whole (`cpu.idle`,
 //!   its own top group included), or at the minimum weight where
 //!   `cpu.idle` is not offered — said in the plan's notes;
-//! - live (root, BPF, cgroup v1; skipped with the reason otherwise): an LC
+//! - live (root, BPF, the cgroup hierarchy; a skip recorded otherwise): an LC
 //!   thread of this test that wakes every 2 ms and an `idle`-mode CPU
 //!   spinner the daemon starts share cpu 0; the LC's wake-to-run latency
 //!   p99 with the spinner running stays near its p99 with the spinner
@@ -56,8 +56,9 @@ fn idle_command(method: &str) -> String {
 #[test]
 fn idle_groups_yield_as_a_whole_in_the_plan() {
     if !elfen_daemon::plan::is_root() {
-        println!(
-            "skipped idle_groups_yield_as_a_whole_in_the_plan: modes other than cooperative need root"
+        elfen_cmd::skip::skip(
+            elfen_cmd::skip::Need::Root,
+            "modes other than cooperative need root",
         );
         return;
     }
@@ -303,15 +304,28 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
     );
 
     // The LC's wake-to-run latency with the spinner running and with it
-    // stopped (wake_series). A second series runs when the first misses the bound (said): one
-    // burst of other work on a shared machine can tip the medians; a batch
-    // that is not idle misses it in both.
-    let within = |with: u64, alone: u64| with <= (3 * alone).max(alone + 1_000_000);
-    let (mut p_with, mut p_alone) = wake_series(pid);
-    if !within(p_with, p_alone) {
-        println!("  beyond the bound: a second series");
-        (p_with, p_alone) = wake_series(pid);
-    }
+    // stopped (wake_series): p99 with it at most 3x alone (measured side by
+    // side: not stretched in the VM test bed) or alone + 1 ms (stretched by
+    // the slack there), medians over windows. One burst of other work on a shared machine can tip the
+    // medians, so the series may run once more (elfen_cmd::rerun: counted
+    // in the test log); a batch that is not idle misses the bound in both.
+    let (p_with, p_alone) = elfen_cmd::rerun::once_more(
+        "one burst of other work on a shared machine can tip a series' medians",
+        || {
+            let (with, alone) = wake_series(pid);
+            assert_timing(
+                with as f64 / 1e3,
+                Bound::NearReference {
+                    reference: alone as f64 / 1e3,
+                    ratio: 3.0,
+                    plus: 1000.0,
+                },
+                "the LC's wake-up p99 with the idle batch running, µs, against it alone \
+                 (medians over windows)",
+            );
+            (with, alone)
+        },
+    );
 
     // A busy LC: the spinner gets next to none of the CPU (at the LC's
     // priority it would get about half).
@@ -339,16 +353,10 @@ fn an_idle_batch_program_leaves_the_lc_its_wake_to_run_latency() {
             g.display()
         );
     }
-    // a latency: asserted on the host, reported in the VM test bed (under
-    // emulation a vCPU's wake-up waits for the host's scheduler too)
-    assert_timing(
-        within(p_with, p_alone),
-        format_args!(
-            "the idle batch's effect on the LC's wake-ups: p99 {:.0} µs with it vs {:.0} µs \
-             alone (medians over windows; bound 3x or +1 ms)",
-            p_with as f64 / 1e3,
-            p_alone as f64 / 1e3
-        ),
+    println!(
+        "the idle batch's effect on the LC's wake-ups: p99 {:.0} µs with it vs {:.0} µs alone",
+        p_with as f64 / 1e3,
+        p_alone as f64 / 1e3
     );
     assert!(
         spin_ns < 50_000_000,

@@ -106,7 +106,7 @@ pub(crate) fn lc_bursts(
 }
 
 /// Whether the LC line says busy now.
-fn lc_busy_now(l: &elfen_shm::LcLine) -> bool {
+pub(crate) fn lc_busy_now(l: &elfen_shm::LcLine) -> bool {
     elfen_shm::state::busy(l.state.load(Acquire))
 }
 
@@ -120,7 +120,8 @@ pub(crate) fn scrape(addr: &str) -> String {
     out
 }
 
-fn cpu_ns(pid: u32, tid: u32) -> u64 {
+/// The on-CPU time of thread `tid` of process `pid` so far, ns.
+pub(crate) fn cpu_ns(pid: u32, tid: u32) -> u64 {
     thread_schedstat(pid, tid).map_or(0, |s| s.on_cpu_ns)
 }
 
@@ -228,17 +229,18 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     // says busy, and the batch spinner runs little then (without a guard it
     // would run all the time; the kernel's RT throttling lets it have
     // ~5 %). How much of the lane they get is a matter of speed (wake-ups
-    // on that lane take their share first): reported only under emulation,
-    // where they take many times longer.
+    // on that lane take their share first): under emulation, where they
+    // take many times longer, the share asked for is divided by the slack.
     assert!(
         guard_ns > 0.0,
         "the guard or the writer ran on the batch lane: {diag}"
     );
     assert_timing(
-        guard_ns >= 0.8 * line_ns,
-        format!(
-            "the guard or the writer occupied the batch lane for 80 % of the time the line said \
-             busy: {diag}"
+        guard_ns / line_ns,
+        Bound::AtLeast(0.8),
+        format_args!(
+            "the share of the time the line said busy that the guard or the writer occupied \
+             the batch lane ({diag})"
         ),
     );
     assert!(
@@ -465,19 +467,28 @@ fn a_budget_policy_delays_the_guard_as_it_delays_a_nap() {
     };
     let (occ1, n1) = sample(5 * k, 70 * k);
     println!("within the budget: occupied in {occ1}/{n1} samples");
-    // how many samples fall in the window is a matter of speed (the
-    // sampler's 2 ms sleeps, how late it noticed the busy period)
+    // The finding below needs samples of the LC busy: with none, "never
+    // occupied" says nothing, and a broken budget would pass. How many fall
+    // in the window is a matter of speed (the sampler's 2 ms sleeps, how
+    // late it noticed the busy period): at least 5 on the host, fewer (but
+    // one) under emulation.
+    let noticed = format!(
+        "the busy period noticed {:.1} ms after it began",
+        since as f64 / 1e6
+    );
+    assert!(
+        n1 >= 1,
+        "the sampler saw the LC busy in the budget window at least once ({noticed}):\n{}",
+        d.output()
+    );
     assert_timing(
-        n1 >= 5,
-        format_args!(
-            "the LC was busy in {n1} samples of the budget window (at least 5 wanted; the busy \
-             period noticed {:.1} ms after it began)",
-            since as f64 / 1e6
-        ),
+        f64::from(n1),
+        Bound::AtLeast(5.0),
+        format_args!("samples of the LC busy in the budget window ({noticed})"),
     );
     assert_eq!(
         occ1, 0,
-        "within the budget the guard leaves the lane to the batch"
+        "within the budget the guard leaves the lane to the batch ({n1} samples of the LC busy)"
     );
     // After the budget both CPUs run SCHED_FIFO (LC and guard) and this
     // thread hardly runs: the daemon's own account says how long the
@@ -641,10 +652,11 @@ fn kill_switch_toggled_pauses_and_releases_the_batch() {
             "round {round}: spinner {:.1} % while off; ran again after on: {ran}",
             paused * 100.0
         );
-        // The kernel's real-time throttling (sched_rt_runtime_us, 95 % of
-        // each second by default) lets the SCHED_IDLE spinner run while a
-        // guard has spun for most of a second: up to ~50 ms in a 300 ms
-        // window; without the guard it would get about all of it.
+        // The guard holds the paused lane at SCHED_FIFO within its bound
+        // (10 ms), then at SCHED_OTHER: the lane's normal tasks get their
+        // share, the SCHED_IDLE spinner what the fair class leaves an idle
+        // task beside a running normal one (a fraction of a per cent);
+        // without the guard it would get about all of it.
         assert!(
             paused < 0.25,
             "round {round}: the guard holds the lane while the switch is off ({paused:.3})"

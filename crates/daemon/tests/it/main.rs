@@ -4,7 +4,8 @@
 //! hostile local user against the running daemon (`page_attack`), and the
 //! measurement's wake-up reference (`measure`); the modes' protection:
 //! guard coalescing (`coalesce`), a mode judged against the service
-//! (`fit`), `auto` (`auto`), event-driven blind isolation (`blind_events`).
+//! (`fit`), `auto` (`auto`), event-driven blind isolation (`blind_events`);
+//! real-time threads bounded beside a saturated LC (`rt_bound`).
 
 mod auto;
 mod blind_events;
@@ -23,4 +24,5 @@ mod measure;
 mod metrics_doc;
 mod names_live;
 mod page_attack;
+mod rt_bound;
 mod trust;

@@ -91,7 +91,7 @@ fn an_lc_named_by_its_group_is_a_subtree_followed_across_recreation() {
     let Some(v2) = cgroup2_mount() else {
         elfen_cmd::skip::skip_test(
             "an_lc_named_by_its_group_is_a_subtree_followed_across_recreation",
-            elfen_cmd::skip::Need::CgroupV2("tree".into()),
+            elfen_cmd::skip::Need::CgroupV2Tree,
             "no cgroup2 file system is mounted",
         );
         return;

@@ -1,11 +1,13 @@
 //! A hostile local user against the running daemon (root, BPF, the cgroup
-//! v1 hierarchies; skipped with a printed reason otherwise): the daemon
-//! guards a busy LC service while, for a few seconds,
+//! hierarchy; a skip recorded otherwise): the daemon guards a busy LC
+//! service while, for a few seconds,
 //!
 //! - user nobody tries to open, truncate and shrink the page file (there
 //!   is no `<page>.batch` file: the batch lines live in a System V
 //!   segment) and to attach the batch segment read-write, remove it or
-//!   change its permissions — each is refused by the OS;
+//!   change its permissions — each is refused by the OS with EACCES or
+//!   EPERM, while the same steps against a file and a segment nobody owns
+//!   go through (the positive control: each step runs, as nobody);
 //! - root (the segment's owner, a permitted writer) garbles every byte of
 //!   the batch segment through its own attachment, over and over.
 //!
@@ -22,79 +24,172 @@ use std::path::Path;
 use std::sync::atomic::Ordering::Acquire;
 use std::time::{Duration, Instant};
 
+/// The user the attacks run as: nobody.
+const NOBODY: u32 = 65534;
+
+/// What one attack step, run as nobody, came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The step ran and the OS let it through.
+    Done,
+    /// The step ran and the OS refused it with this errno.
+    Refused(i32),
+}
+
 /// Runs `f` in a forked child as user nobody (uid and gid 65534, no
-/// supplementary groups); true if it returned true. The child makes only
-/// syscalls.
-fn as_nobody(f: impl FnOnce() -> bool) -> bool {
+/// supplementary groups); `f` returns 0 when its system call succeeded,
+/// else the errno. Panics when the child could not become nobody (then
+/// nothing was tried) or died. The child makes only syscalls.
+fn as_nobody(f: impl FnOnce() -> i32) -> Step {
+    const NOT_NOBODY: i32 = 100;
     // SAFETY: the child only switches ids, makes syscalls and exits.
-    unsafe {
+    let status = unsafe {
         let pid = libc::fork();
         assert!(pid >= 0, "fork");
         if pid == 0 {
-            let ok = libc::setgroups(0, std::ptr::null()) == 0
-                && libc::setgid(65534) == 0
-                && libc::setuid(65534) == 0
-                && f();
-            libc::_exit(if ok { 0 } else { 1 });
+            let became = libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setgid(NOBODY) == 0
+                && libc::setuid(NOBODY) == 0
+                && libc::geteuid() == NOBODY
+                && libc::getegid() == NOBODY;
+            if !became {
+                libc::_exit(NOT_NOBODY);
+            }
+            libc::_exit(f().clamp(0, NOT_NOBODY - 1));
         }
         let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid, "waitpid");
+        status
+    };
+    assert!(
+        libc::WIFEXITED(status),
+        "the attacking child died (wait status {status:#x})"
+    );
+    match libc::WEXITSTATUS(status) {
+        0 => Step::Done,
+        NOT_NOBODY => panic!("the attacking child could not become uid/gid {NOBODY}"),
+        e => Step::Refused(e),
     }
 }
 
-/// `script` run by /bin/sh as nobody succeeded.
-fn sh_as_nobody(script: &str) -> bool {
-    use std::os::unix::process::CommandExt;
-    std::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(script)
-        .uid(65534)
-        .gid(65534)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap()
-        .success()
+/// The errno of the last failed call (in the child).
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
 }
 
-/// What nobody managed to do to the page at `page` and its segment `shmid`.
-fn attacks_as_nobody(page: &Path, shmid: i32) -> Vec<String> {
-    let mut won = Vec::new();
-    // the batch lines are no file: nothing of the page's to truncate beside
-    // the page file (in /dev/shm anyone may create a file of that name, which
-    // nobody maps, so no write is tried there)
-    let batch_file = format!("{}.batch", page.display());
-    if Path::new(&batch_file).exists() {
-        won.push(format!("find a batch file {batch_file} to truncate"));
-    }
-    for f in [page.display().to_string()] {
-        for (what, script) in [
-            ("open for writing", format!("exec 3<>'{f}'")),
-            ("truncate to 0", format!("truncate -s 0 '{f}'")),
-            ("shrink to 64 bytes", format!("truncate -s 64 '{f}'")),
-        ] {
-            if sh_as_nobody(&script) {
-                won.push(format!("{what} {f}"));
-            }
-        }
-    }
-    if as_nobody(|| Segment::attach(shmid, true).is_ok()) {
-        won.push(format!("attach batch segment {shmid} read-write"));
-    }
-    // SAFETY (both): shmctl on an id, in the child.
-    if as_nobody(|| unsafe { libc::shmctl(shmid, libc::IPC_RMID, std::ptr::null_mut()) } == 0) {
-        won.push(format!("remove batch segment {shmid}"));
-    }
-    if as_nobody(|| unsafe {
+/// The attack steps, each as a system call run as nobody against the page
+/// file `file` and the batch segment `shmid`: (what, outcome).
+fn attack_steps(file: &Path, shmid: i32) -> Vec<(&'static str, Step)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(file.as_os_str().as_bytes()).unwrap();
+    let path = c.as_ptr();
+    // SAFETY (every step): system calls on a valid C string and an id, in
+    // the child.
+    vec![
+        (
+            "open the page file for writing",
+            as_nobody(|| unsafe {
+                let fd = libc::open(path, libc::O_RDWR);
+                if fd < 0 {
+                    errno()
+                } else {
+                    libc::close(fd);
+                    0
+                }
+            }),
+        ),
+        (
+            "truncate the page file to 0",
+            as_nobody(|| unsafe {
+                if libc::truncate(path, 0) == 0 {
+                    0
+                } else {
+                    errno()
+                }
+            }),
+        ),
+        (
+            "shrink the page file to 64 bytes",
+            as_nobody(|| unsafe {
+                if libc::truncate(path, 64) == 0 {
+                    0
+                } else {
+                    errno()
+                }
+            }),
+        ),
+        (
+            "attach the batch segment read-write",
+            as_nobody(|| unsafe {
+                let at = libc::shmat(shmid, std::ptr::null(), 0);
+                if at as isize == -1 {
+                    errno()
+                } else {
+                    libc::shmdt(at);
+                    0
+                }
+            }),
+        ),
+        (
+            "chmod the batch segment to 666",
+            as_nobody(|| unsafe {
+                let mut ds: libc::shmid_ds = std::mem::zeroed();
+                if libc::shmctl(shmid, libc::IPC_STAT, &mut ds) != 0 {
+                    return errno();
+                }
+                ds.shm_perm.mode = 0o666;
+                if libc::shmctl(shmid, libc::IPC_SET, &mut ds) == 0 {
+                    0
+                } else {
+                    errno()
+                }
+            }),
+        ),
+        (
+            "remove the batch segment",
+            as_nobody(|| unsafe {
+                if libc::shmctl(shmid, libc::IPC_RMID, std::ptr::null_mut()) == 0 {
+                    0
+                } else {
+                    errno()
+                }
+            }),
+        ),
+    ]
+}
+
+/// The positive control: the same steps, as nobody, against a file and a
+/// segment nobody owns, all go through — so each step runs (the child
+/// became nobody, the calls work) and a refusal on the daemon's page is the
+/// OS's permission check, not a step that never ran.
+fn control_steps(dir: &Path) -> Vec<(&'static str, Step)> {
+    use std::os::unix::fs::PermissionsExt;
+    // nobody must reach the file: the directory open to all, the file its own
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = dir.join("control-page");
+    std::fs::write(&file, vec![0u8; 4096]).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&file, Some(NOBODY), Some(NOBODY)).unwrap();
+    let seg = Segment::create(4096, 0o600, None).expect("a control segment");
+    // SAFETY: IPC_STAT / IPC_SET on a segment this process created.
+    unsafe {
         let mut ds: libc::shmid_ds = std::mem::zeroed();
-        libc::shmctl(shmid, libc::IPC_STAT, &mut ds) == 0 && {
-            ds.shm_perm.mode = 0o666;
-            libc::shmctl(shmid, libc::IPC_SET, &mut ds) == 0
-        }
-    }) {
-        won.push(format!("chmod batch segment {shmid} to 666"));
+        assert_eq!(libc::shmctl(seg.id(), libc::IPC_STAT, &mut ds), 0);
+        ds.shm_perm.uid = NOBODY;
+        ds.shm_perm.gid = NOBODY;
+        assert_eq!(
+            libc::shmctl(seg.id(), libc::IPC_SET, &mut ds),
+            0,
+            "chown the control segment"
+        );
     }
-    won
+    let steps = attack_steps(&file, seg.id());
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        64,
+        "the control file was truncated, then grown to 64 bytes: {steps:?}"
+    );
+    steps
 }
 
 /// The value of the metric line starting with `name` in `metrics`.
@@ -138,13 +233,36 @@ fn a_hostile_user_crashes_neither_the_daemon_nor_its_guards() {
     );
     let (r0, o0) = (requests(), occupations());
 
-    // 1. as nobody: every write-side attack on the page is refused
-    let won = attacks_as_nobody(&s.page, shmid);
+    // 1. as nobody: every write-side attack on the page is refused by the
+    // OS's permission check — each step shown to work on a control file and
+    // segment of nobody's own first
+    let control_dir = tempfile::tempdir().unwrap();
+    for (what, step) in control_steps(control_dir.path()) {
+        assert_eq!(
+            step,
+            Step::Done,
+            "control: nobody could not {what} of its own"
+        );
+    }
+    let batch_file = format!("{}.batch", s.page.display());
     assert!(
-        won.is_empty(),
-        "user nobody succeeded at: {won:?}\n{}",
-        d.output()
+        !Path::new(&batch_file).exists(),
+        "a batch file {batch_file} to truncate"
     );
+    let size = std::fs::metadata(&s.page).unwrap().len();
+    for (what, step) in attack_steps(&s.page, shmid) {
+        assert!(
+            matches!(step, Step::Refused(e) if e == libc::EACCES || e == libc::EPERM),
+            "user nobody tried to {what}: {step:?} (wanted refused with EACCES or EPERM)\n{}",
+            d.output()
+        );
+    }
+    assert_eq!(
+        std::fs::metadata(&s.page).unwrap().len(),
+        size,
+        "the page file keeps its size"
+    );
+    assert!(Segment::exists(shmid), "the batch segment is still there");
     // 2. as root, through the segment: garble every byte for 3 s
     let g = Segment::attach(shmid, true).unwrap();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;

@@ -25,7 +25,7 @@ pub fn service_command(spec: &BenchSpec) -> anyhow::Result<String> {
     use elfen_bench::lc::lucene;
     let c = spec.service.command.trim();
     let c = if c == "lucene" {
-        lucene::command(lucene::copies_setting()?, 10)
+        lucene::command(lucene::copies_setting()?)
     } else {
         let exe = std::env::current_exe().context("finding this executable")?;
         let mut c = c.replace("{elfen}", &exe.display().to_string());

@@ -285,3 +285,114 @@ fn share_below_counts_the_straddling_bucket_in_proportion() {
         None
     );
 }
+
+#[test]
+fn open_verdicts_are_the_straddling_loads_below_the_cap() {
+    let f = file(vec![
+        point_of(Config::LcAlone, None, 100.0, &[1.0; 5], 0.2),
+        point_of(Config::LcAlone, None, 200.0, &[1.0; 5], 0.3),
+        // straddles at 100 with 3 rounds: open, room for more
+        point_of(Config::Naive, Some("stream"), 100.0, &[0.9, 1.3, 1.0], 1.0),
+        // concluded at 200 (HURT): not open
+        point_of(Config::Naive, Some("stream"), 200.0, &[2.0, 2.1, 1.9], 1.0),
+        // straddles at 200 with 5 rounds: at a cap of 5
+        point_of(
+            Config::BorrowIdle,
+            Some("stream"),
+            200.0,
+            &[0.9, 1.3, 1.0, 1.2, 0.95],
+            1.0,
+        ),
+        // kept: not open
+        point_of(Config::BorrowIdle, Some("stream"), 100.0, &[1.0; 3], 1.0),
+    ]);
+    let prot = protection(&f, 0.10, Some(200.0));
+    // naive is HURT at 200: its straddling 100 decides nothing more
+    let (open, capped) = open_verdicts(&prot, 5);
+    assert!(open.is_empty(), "{open:?}");
+    assert_eq!(capped.len(), 1, "{capped:?}");
+    assert_eq!(
+        (capped[0].key.config, capped[0].rps, capped[0].rounds),
+        (Config::BorrowIdle, 200.0, 5)
+    );
+    // a higher cap leaves it open
+    let (open, capped) = open_verdicts(&prot, 6);
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert!(capped.is_empty());
+    // loads above the knee are not judged: up to 100 rps naive is open
+    // (nothing HURT there) and borrow idle kept
+    let (open, _) = open_verdicts(&protection(&f, 0.10, Some(150.0)), 6);
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(
+        (open[0].key.config, open[0].rps, open[0].rounds),
+        (Config::Naive, 100.0, 3)
+    );
+}
+
+#[test]
+fn the_conclusion_compares_what_steps_aside_with_sched_idle() {
+    use conclusion::{Versus, conclusion, steps_aside};
+    let progress = |mut p: Point, x: f64| {
+        for r in &mut p.reps {
+            r.batch_progress = Some(x);
+        }
+        p.summary = Summary::of(&p.reps, None);
+        p
+    };
+    let f = |idle: &[f64], idle_progress: f64| {
+        file(vec![
+            point_of(Config::LcAlone, None, 100.0, &[1.0; 3], 0.2),
+            progress(
+                point_of(Config::SchedIdle, Some("stream"), 100.0, idle, 1.5),
+                idle_progress,
+            ),
+            progress(
+                point_of(
+                    Config::BorrowIdle,
+                    Some("stream"),
+                    100.0,
+                    &[1.0, 0.98, 1.02],
+                    0.9,
+                ),
+                0.7,
+            ),
+            progress(
+                point_of(Config::Naive, Some("stream"), 100.0, &[3.0; 3], 1.6),
+                0.9,
+            ),
+        ])
+    };
+    let versus_of = |f: &ResultFile| conclusion(f, 0.10).batches[0].versus.clone();
+    // SCHED_IDLE kept p99 too and made more progress
+    let c = conclusion(&f(&[1.0; 3], 1.6), 0.10);
+    let b = &c.batches[0];
+    assert_eq!(b.batch, "stream");
+    assert_eq!(b.sched_idle.as_ref().unwrap().verdict, Verdict::Kept);
+    assert_eq!(
+        b.versus.len(),
+        1,
+        "naive does not step aside: {:?}",
+        b.versus
+    );
+    assert_eq!(b.versus[0].1, Versus::IdleAsGoodMoreProgress);
+    let bi = b
+        .showings
+        .iter()
+        .find(|s| s.key.config == Config::BorrowIdle)
+        .unwrap();
+    assert_eq!(bi.progress_mid, Some(0.7));
+    assert_eq!(bi.rounds, 3);
+    // less progress for SCHED_IDLE: borrow idle made more
+    assert_eq!(
+        versus_of(&f(&[1.0; 3], 0.5))[0].1,
+        Versus::BothKeptThisMoreProgress
+    );
+    // SCHED_IDLE hurt p99: only borrow idle kept it
+    assert_eq!(versus_of(&f(&[1.5; 3], 1.6))[0].1, Versus::OnlyThisKept);
+    // SCHED_IDLE open: no comparison claimed
+    assert_eq!(versus_of(&f(&[0.9, 1.4, 1.0], 1.6))[0].1, Versus::Open);
+    assert!(steps_aside(Config::Guard) && steps_aside(Config::FixedBudget));
+    assert!(!steps_aside(Config::Cpuset) && !steps_aside(Config::SchedIdle));
+    // the file says nothing of the lanes' cores here
+    assert_eq!(c.batch_shares_core, None);
+}

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `borrow_idle` | with real threads and every nap backend, borrow idle never runs batch code on a request lane busy for longer than the step-aside bound |
 //! | `budget` | fixed / refresh / dynamic refresh never co-run longer than the budget per request; fixed co-runs only within one budget after an idle period, refresh beyond it |
+//! | `deadline` | a spin deadline ends a spinning nap (and the kill switch's) on a lane that stays busy, and the slow path with it; the fast path then waits for a change |
 //! | `futex` | the futex nap loses no wakeup over thousands of rapid toggles |
 //! | `kill` | the kill switch stops batch code at the next slow path and resumes after clear |
 //! | `failsafe` | mode unmanaged runs batch code on a busy lane (KILL still pauses, clearing restores the policy); a stale heartbeat pauses batch code on an idle lane until a beat; without the fail-safe an old heartbeat changes nothing |
@@ -20,6 +21,7 @@ mod bad_input;
 mod borrow_idle;
 mod budget;
 mod common;
+mod deadline;
 mod failsafe;
 mod futex;
 mod kill;

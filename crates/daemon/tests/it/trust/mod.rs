@@ -6,11 +6,16 @@
 //!   tree; after a SIGKILL of the daemon the next start kills what is left;
 //! - the state file and the page against other processes (`state_file`);
 //! - other users' processes and `lc_user` (`users`);
+//! - an unmodified pre-fork server whose workers run as another user than
+//!   its master (`service`);
+//! - an LC its request lanes never see (`unseen`);
 //! - a group removed under the daemon (`lost`).
 
 mod lost;
+mod service;
 mod state_file;
 mod tree;
+mod unseen;
 mod users;
 
 use crate::common::*;

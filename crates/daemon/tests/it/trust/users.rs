@@ -8,12 +8,15 @@ use crate::common::*;
 use std::time::Duration;
 
 /// `name` run as user nobody: `sleep` with `argv[0]` set to `name` (the
-/// daemon matches the base name of `argv[0]` as it matches `comm`).
+/// daemon matches the base name of `argv[0]` as it matches `comm`), exec'd
+/// by a shell that first waits 300 ms — so a daemon that looks every
+/// 100 ms reads the process under the shell's name first, as it does in a
+/// slow guest where bash takes that long to start, and must read it again.
 fn impostor(name: &str) -> Proc {
     use std::os::unix::process::CommandExt;
     Proc(
         std::process::Command::new("/bin/bash")
-            .args(["-c", &format!("exec -a {name} sleep 60")])
+            .args(["-c", &format!("sleep 0.3; exec -a {name} sleep 60")])
             .uid(65534)
             .gid(65534)
             .current_dir("/")

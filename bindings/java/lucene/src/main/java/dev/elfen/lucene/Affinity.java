@@ -18,7 +18,8 @@ import java.util.List;
  * Pins the calling thread to CPUs: a foreign-function downcall to Linux {@code
  * sched_setaffinity(0, ...)}, where pid 0 means the calling thread (a Java platform thread is
  * one kernel thread); and sets its scheduling class ({@code sched_setscheduler(0, SCHED_FIFO,
- * ...)}, {@link #setFifo}). Needs {@code --enable-native-access=ALL-UNNAMED} to run without a
+ * ...)}, {@link #setFifo}) or its nice value ({@code setpriority(PRIO_PROCESS, 0, n)}, which on
+ * Linux applies to the calling thread: {@link #setNice}). Needs {@code --enable-native-access=ALL-UNNAMED} to run without a
  * warning.
  */
 public final class Affinity {
@@ -28,7 +29,9 @@ public final class Affinity {
   private static final MethodHandle SET;
   private static final MethodHandle GETTID;
   private static final MethodHandle SETSCHED;
+  private static final MethodHandle SETPRIORITY;
   private static final int SCHED_FIFO = 1;
+  private static final int PRIO_PROCESS = 0;
 
   static {
     var lookup = LINKER.defaultLookup();
@@ -39,6 +42,9 @@ public final class Affinity {
         FunctionDescriptor.of(ValueLayout.JAVA_INT));
     SETSCHED = LINKER.downcallHandle(lookup.find("sched_setscheduler").orElseThrow(),
         FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.ADDRESS),
+        ERRNO.option);
+    SETPRIORITY = LINKER.downcallHandle(lookup.find("setpriority").orElseThrow(),
+        FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT),
         ERRNO.option);
   }
 
@@ -129,6 +135,43 @@ public final class Affinity {
       throw e;
     } catch (Throwable t) {
       throw new IllegalStateException("sched_setscheduler downcall failed", t);
+    }
+  }
+
+  /**
+   * Gives the calling thread nice value {@code nice} (-20..19) in its class ({@code
+   * SCHED_OTHER}): below 0 it is ahead of normal work at nice 0 on its CPU, by weight, without a
+   * real-time class that would keep the JVM's own normal threads off that CPU.
+   *
+   * @return null when done, else why not (e.g. {@code errno 13 (EACCES): needs CAP_SYS_NICE})
+   */
+  public static String setNice(int nice) {
+    if (nice < -20 || nice > 19) {
+      throw new IllegalArgumentException("nice " + nice + " not in -20..19");
+    }
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(ERRNO.layout);
+      int rc = (int) SETPRIORITY.invokeExact(state, PRIO_PROCESS, 0, nice);
+      if (rc == 0) {
+        return null;
+      }
+      int errno = (int) ERRNO.errno.get(state, 0L);
+      return "errno " + errno + (errno == 13 || errno == 1 ? " (needs CAP_SYS_NICE)" : "");
+    } catch (RuntimeException e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException("setpriority downcall failed", t);
+    }
+  }
+
+  /** The calling thread's nice value as the kernel reports it (field 19 of its stat). */
+  public static int currentNice() {
+    try {
+      String stat = Files.readString(Path.of("/proc/thread-self/stat"));
+      String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+      return Integer.parseInt(f[19 - 3]);
+    } catch (IOException e) {
+      throw new IllegalStateException("reading /proc/thread-self/stat", e);
     }
   }
 

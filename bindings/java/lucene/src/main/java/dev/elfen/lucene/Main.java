@@ -17,7 +17,9 @@ public final class Main {
         serve     the LC search server (docs/lc-protocol.md)
                     --port N (ELFEN_PORT)  --cpu LIST (ELFEN_CPU)  --side-cpus LIST (ELFEN_SIDE_CPUS)
                     --lc-signal api|none (ELFEN_LC_SIGNAL)  --page PATH (ELFEN_PAGE)  --lane N (ELFEN_LANE)
+                    --side-nice N (ELFEN_SIDE_NICE, 0): acceptor and dispatchers at nice N (-20..19)
                     --side-fifo-priority N (ELFEN_SIDE_FIFO_PRIORITY, 0): acceptor and dispatchers SCHED_FIFO
+                      instead (caution: the JVM's own threads on their CPUs wait while they spin)
                     --warmup-rounds N (20)  --exact-total-hits true|false (true)
                     --hazards LIST (ELFEN_LUCENE_HAZARDS, none): nagle,untouched-heap,cold-start,small-heap|all
                     --alloc-kib N  --retain-kib N: per-request garbage and live memory
@@ -169,6 +171,18 @@ public final class Main {
     if (sideFifo < 0 || sideFifo > 99) {
       throw new IllegalArgumentException("--side-fifo-priority must be 0 (off) or 1..99, got " + sideFifo);
     }
+    int sideNice = o.getInt("side-nice", "ELFEN_SIDE_NICE", 0);
+    if (sideNice < -20 || sideNice > 19) {
+      throw new IllegalArgumentException("--side-nice must be in -20..19, got " + sideNice);
+    }
+    if (sideNice != 0 && sideFifo > 0) {
+      throw new IllegalArgumentException("--side-nice and --side-fifo-priority exclude each other");
+    }
+    if (sideFifo > 0) {
+      log.println("serve: warning: acceptor and dispatchers at SCHED_FIFO " + sideFifo + ": the JVM's VM"
+          + " thread, JIT and GC on the side CPUs wait while one of them spins (--side-nice keeps them"
+          + " ahead of batch work without that)");
+    }
     Hazards hazards = Hazards.parse(o.get("hazards", "ELFEN_LUCENE_HAZARDS"));
     // small-heap: garbage and live data per request; untouched-heap: garbage,
     // so the requests reach fresh heap pages sooner
@@ -200,7 +214,7 @@ public final class Main {
     boolean exact = Boolean.parseBoolean(o.get("exact-total-hits", null, "true"));
     Search search = new Search(idx.reader(), exact);
     Server server = new Server(listener, search, new Server.Config(workerCpus, sideCpus,
-        () -> LcSignal.open(mode, page, lane), log, sideFifo, hazards, churn));
+        () -> LcSignal.open(mode, page, lane), log, sideFifo, sideNice, hazards, churn));
     // cold-start: no warm-up of any kind
     int rounds = hazards.coldStart() ? 0 : o.getInt("warmup-rounds", null, 20);
     long tw = System.nanoTime();

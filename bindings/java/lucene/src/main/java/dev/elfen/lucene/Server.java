@@ -35,21 +35,24 @@ import java.util.function.Supplier;
  */
 public final class Server implements AutoCloseable {
   /**
-   * Where threads run and what the worker publishes; {@code sideFifoPriority} > 0 puts the
-   * acceptor and the dispatchers in {@code SCHED_FIFO} at that priority, so batch work sharing
-   * their CPUs cannot delay a request's arrival at the queue (0: they stay {@code SCHED_OTHER}).
+   * Where threads run and what the worker publishes. The acceptor and the dispatchers run at
+   * nice {@code sideNice} ({@code SCHED_OTHER}; below 0 they are ahead of batch work at nice 0
+   * on their CPUs), or — {@code sideFifoPriority} > 0 — in {@code SCHED_FIFO} at that priority,
+   * which keeps every normal thread off their CPUs while they spin: the JVM's VM thread, JIT and
+   * GC there too (a dispatcher spinning for a lock one of them holds then stalls the JVM until
+   * the kernel's real-time throttling stops it, about a second).
    */
   public record Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log,
-      int sideFifoPriority, Hazards hazards, Churn churn) {
-    /** Side threads at {@code SCHED_OTHER}, no hazard. */
+      int sideFifoPriority, int sideNice, Hazards hazards, Churn churn) {
+    /** Side threads at {@code SCHED_OTHER}, nice 0, no hazard. */
     public Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log) {
-      this(workerCpus, sideCpus, signal, log, 0, Hazards.NONE, Churn.NONE);
+      this(workerCpus, sideCpus, signal, log, 0, 0, Hazards.NONE, Churn.NONE);
     }
 
-    /** No hazard. */
+    /** No hazard, side threads at nice 0. */
     public Config(List<Integer> workerCpus, List<Integer> sideCpus, Supplier<LcSignal> signal, PrintStream log,
         int sideFifoPriority) {
-      this(workerCpus, sideCpus, signal, log, sideFifoPriority, Hazards.NONE, Churn.NONE);
+      this(workerCpus, sideCpus, signal, log, sideFifoPriority, 0, Hazards.NONE, Churn.NONE);
     }
   }
 
@@ -151,6 +154,12 @@ public final class Server implements AutoCloseable {
       if (refused != null && !fifoWarned.getAndSet(true)) {
         cfg.log().println("serve: warning: SCHED_FIFO " + cfg.sideFifoPriority() + " for the acceptor and"
             + " dispatchers refused (" + refused + "): they run SCHED_OTHER");
+      }
+    } else if (cfg.sideNice() != 0) {
+      String refused = Affinity.setNice(cfg.sideNice());
+      if (refused != null && !fifoWarned.getAndSet(true)) {
+        cfg.log().println("serve: warning: nice " + cfg.sideNice() + " for the acceptor and"
+            + " dispatchers refused (" + refused + "): they run at nice 0");
       }
     }
   }

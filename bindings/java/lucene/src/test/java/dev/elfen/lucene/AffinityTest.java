@@ -54,4 +54,28 @@ class AffinityTest {
     Assumptions.assumeTrue(refused.get() == null, "needs root: SCHED_FIFO refused here (" + refused.get() + ")");
     assertEquals(1, policy.get());
   }
+
+  @Test
+  void setsNiceOnTheCallingThreadWhenPermitted() throws InterruptedException {
+    AtomicReference<String> refused = new AtomicReference<>();
+    AtomicReference<Integer> nice = new AtomicReference<>();
+    AtomicReference<Integer> policy = new AtomicReference<>();
+    int before = Affinity.currentNice();
+    Thread t = new Thread(() -> {
+      refused.set(Affinity.setNice(-20));
+      nice.set(Affinity.currentNice());
+      policy.set(Affinity.currentPolicy());
+    });
+    t.start();
+    t.join();
+    assertEquals(before, Affinity.currentNice(), "only the calling thread changes");
+    assertThrows(IllegalArgumentException.class, () -> Affinity.setNice(-21));
+    assertThrows(IllegalArgumentException.class, () -> Affinity.setNice(20));
+    assertEquals(0, policy.get(), "still SCHED_OTHER");
+    if (refused.get() != null) {
+      assertEquals(before, nice.get());
+    }
+    Assumptions.assumeTrue(refused.get() == null, "needs root: nice -20 refused here (" + refused.get() + ")");
+    assertEquals(-20, nice.get());
+  }
 }

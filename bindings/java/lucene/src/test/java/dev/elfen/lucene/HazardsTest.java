@@ -42,7 +42,7 @@ class HazardsTest {
       ss.bind(new InetSocketAddress("127.0.0.1", 0));
       PrintStream quiet = new PrintStream(OutputStream.nullOutputStream());
       Server server = new Server(ss, new Search(idx.reader(), true), new Server.Config(null, null,
-          () -> LcSignal.NONE, quiet, 0, Hazards.parse("nagle,small-heap"), new Server.Churn(64, 256)));
+          () -> LcSignal.NONE, quiet, 0, 0, Hazards.parse("nagle,small-heap"), new Server.Churn(64, 256)));
       server.startWorker(null);
       server.awaitReady();
       server.startAccepting();

@@ -22,15 +22,48 @@
 //! user's when its real and effective uid both are. A same-named process
 //! of another user is ignored and said so once ([`Notice::Ignored`]).
 //!
+//! **The service, not its first process.** Every process an adopted one
+//! starts — its children and theirs, whatever their user and name — is
+//! the service too ([`Notice::Followed`]): a pre-fork server's master runs
+//! as root and its workers, which serve the requests, as an unprivileged
+//! user; a server that forks per connection serves each in a child. The
+//! children of the processes adopted by name or pid (a master) are read
+//! at every liveness check, deeper descendants at every look; a descendant
+//! runs unwatched until then (the notice says how long). A name's owner
+//! rule still refuses a same-named process of another user that descends
+//! from no LC process.
+//!
 //! [`Discovery::tick`] runs on the writer thread between signal events:
 //! a liveness check of the watched processes every `liveness`, a new look
 //! every `rescan` (every `lost_rescan` while none is found). A look at
-//! `/proc` reads the `comm` / `cmdline` only of processes not seen before.
+//! `/proc` reads a process (`stat`, and its `cmdline` when its `comm` is
+//! not the name) when it is new; a process read as not LC is read again at
+//! every look during its first [`YOUNG`] (a fork runs its program soon
+//! after: a shell that execs the service, a process starting under its
+//! parent's name) and then every [`REREAD`], every `4 × lost_rescan` while
+//! no LC process is found.
+
+mod notice;
+pub mod procs;
+
+pub use notice::{FOLLOWED_SAID, Followed, Notice};
+
+pub use procs::{comm_of, find_by_name, matches_name};
 
 use crate::subtree::{Change, GroupTarget, Subtrees};
 use elfen_bpf::Source;
+use procs::{Stat, age_ms, age_ms_of};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+
+/// A process read as not LC is read again at every look while it is
+/// younger than this (it may exec into the service: a shell wrapper, a
+/// fork that has not run its program yet).
+pub const YOUNG: Duration = Duration::from_secs(5);
+
+/// A process read as not LC is read again after this long (it took the
+/// LC's name later than [`YOUNG`] after its start).
+pub const REREAD: Duration = Duration::from_secs(30);
 
 /// The LC service to protect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,179 +179,23 @@ impl Default for DiscoveryOptions {
     }
 }
 
-/// What discovery tells the operator.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Notice {
-    /// LC processes found (the first time).
-    Found {
-        /// Their pids.
-        pids: Vec<u32>,
-    },
-    /// No LC process runs now (it is looked for every `lost_rescan`).
-    Waiting {
-        /// What is looked for.
-        target: String,
-    },
-    /// The watched LC processes are gone.
-    Lost {
-        /// The pids that exited.
-        pids: Vec<u32>,
-    },
-    /// The LC service runs again under new pids.
-    Restarted {
-        /// The pids that exited.
-        from: Vec<u32>,
-        /// The new pids.
-        to: Vec<u32>,
-        /// From the new process's start (`/proc` start time, clock-tick
-        /// resolution) until it was watched, ms; `None` when the kernel
-        /// watched it from its first switch (a v2 cgroup).
-        unprotected_ms: Option<f64>,
-        /// From noticing the old processes gone until the new one was
-        /// found, ms.
-        absent_ms: f64,
-    },
-    /// The user whose processes a name adopts was decided at the first
-    /// find (no `[lc] user`).
-    Owner {
-        /// The uid.
-        uid: u32,
-        /// The process it was taken from.
-        pid: u32,
-    },
-    /// A process named like the LC service but of another user: not
-    /// adopted (said once per process).
-    Ignored {
-        /// Its pid.
-        pid: u32,
-        /// Its real uid.
-        uid: u32,
-        /// The uid whose processes are adopted.
-        owner: u32,
-    },
-    /// The groups the LC's name selects changed (a unit restarted, a
-    /// container replaced, a pod added): now these directories.
-    Moved {
-        /// The watched groups.
-        groups: Vec<String>,
-    },
-    /// A problem that does not stop the daemon.
-    Warning(String),
+/// A process's real and effective uid.
+type Uids = (u32, u32);
+
+/// A process read as not LC: when, and until when it counts as young.
+#[derive(Debug, Clone, Copy)]
+struct NotLc {
+    read: Instant,
+    young_until: Instant,
 }
 
-impl std::fmt::Display for Notice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        match self {
-            Notice::Found { pids } => write!(f, "LC service found: pid {}", list(pids)),
-            Notice::Waiting { target } => {
-                write!(f, "LC service ({target}) is not running; waiting for it")
-            }
-            Notice::Lost { pids } => write!(f, "LC service exited (pid {})", list(pids)),
-            Notice::Owner { uid, pid } => write!(
-                f,
-                "LC processes are adopted only of {}, the owner of the first found (pid {pid}); \
-                 set [lc] user to choose",
-                elfen_cmd::proc::describe_user(*uid)
-            ),
-            Notice::Ignored { pid, uid, owner } => write!(
-                f,
-                "process {pid} ({}) is named like the LC service but runs as {}, not {}: \
-                 ignored",
-                elfen_cmd::proc::comm(*pid).unwrap_or_else(|| "?".into()),
-                elfen_cmd::proc::describe_user(*uid),
-                elfen_cmd::proc::describe_user(*owner)
-            ),
-            Notice::Restarted {
-                from,
-                to,
-                unprotected_ms,
-                absent_ms,
-            } => {
-                write!(
-                    f,
-                    "LC service restarted (pid {} → {}), ",
-                    list(from),
-                    list(to)
-                )?;
-                match unprotected_ms {
-                    Some(ms) => write!(f, "unprotected for {ms:.0} ms")?,
-                    None => write!(f, "unprotected for 0 ms (watched by cgroup in the kernel)")?,
-                }
-                write!(f, "; no LC process for {absent_ms:.0} ms")
-            }
-            Notice::Moved { groups } => write!(
-                f,
-                "LC service's groups now: {} (and every group below)",
-                groups.join(", ")
-            ),
-            Notice::Warning(w) => write!(f, "warning: {w}"),
-        }
-    }
-}
-
-/// `/proc/<pid>/comm`, trimmed.
-pub fn comm_of(pid: u32) -> Option<String> {
-    elfen_cmd::proc::comm(pid)
-}
-
-/// The base name of `argv[0]` of `pid` (empty for kernel threads).
-fn argv0_of(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let first = raw.split(|&b| b == 0).next()?;
-    let s = String::from_utf8_lossy(first);
-    let base = s.rsplit('/').next()?.to_string();
-    (!base.is_empty()).then_some(base)
-}
-
-/// Whether process `pid` goes by `name` (`comm`, which the kernel cuts at
-/// 15 bytes, or the base name of `argv[0]`).
-pub fn matches_name(pid: u32, name: &str) -> bool {
-    let Some(comm) = comm_of(pid) else {
-        return false;
-    };
-    let short: String = name.chars().take(15).collect();
-    if comm == name || (name.len() > 15 && comm == short) {
-        return name.len() <= 15 || argv0_of(pid).is_some_and(|a| a == name);
-    }
-    argv0_of(pid).is_some_and(|a| a == name)
-}
-
-/// Process ids in `/proc`, sorted.
-fn proc_pids() -> Vec<u32> {
-    let mut v: Vec<u32> = std::fs::read_dir("/proc")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort_unstable();
-    v
-}
-
-/// Every process (other than this one) going by `name`.
-pub fn find_by_name(name: &str) -> Vec<u32> {
-    let me = std::process::id();
-    proc_pids()
-        .into_iter()
-        .filter(|&p| p != me && matches_name(p, name))
-        .collect()
-}
-
-/// Milliseconds since process `pid` started (`/proc/<pid>/stat` field 22,
-/// clock ticks since boot, against `CLOCK_BOOTTIME`).
-fn age_ms(pid: u32) -> Option<f64> {
-    let start = elfen_cmd::proc::start_ticks(pid)?;
-    let start_ms = start as f64 * 1000.0 / elfen_cmd::proc::ticks_per_s();
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    let now_ms = ts.tv_sec as f64 * 1000.0 + ts.tv_nsec as f64 / 1e6;
-    Some((now_ms - start_ms).max(0.0))
+/// What one look at the processes not read lately found.
+#[derive(Debug, Default)]
+struct Look {
+    /// Processes read now, with their `stat`.
+    read: BTreeMap<u32, Stat>,
+    /// Of those, the ones going by the LC's name (when a name is looked for).
+    named: Vec<u32>,
 }
 
 /// The LC processes, tracked for one [`Source`].
@@ -332,11 +209,11 @@ pub struct Discovery {
     groups: Option<Subtrees>,
     /// Processes watched through the source (or, by cgroup id, seen in it).
     watched: BTreeSet<u32>,
-    /// Processes seen and found not to match (comm targets), by pid, with
-    /// when: while no LC process is found, re-read after `4 × lost_rescan`
-    /// (a process may exec and so
-    /// change its name after it was first seen).
-    not_lc: BTreeMap<u32, Instant>,
+    /// Of `watched`, the processes adopted by name or pid (not as a
+    /// descendant): their children are read at every liveness check.
+    roots: BTreeSet<u32>,
+    /// Processes read and found not to be LC (see the module docs).
+    not_lc: BTreeMap<u32, NotLc>,
     /// The uid whose processes a name adopts (`None`: decided at the
     /// first find).
     owner: Option<u32>,
@@ -345,13 +222,16 @@ pub struct Discovery {
     /// Since when no LC process runs, and which exited.
     lost: Option<(Instant, Vec<u32>)>,
     found_once: bool,
+    /// [`Notice::Followed`] sent so far.
+    followed_notices: u32,
     next_liveness: Instant,
     next_rescan: Instant,
 }
 
 impl Discovery {
-    /// Starts watching `target` through `src`: the processes found now,
-    /// or a cgroup by id. Returns the notices to report.
+    /// Starts watching `target` through `src`: the processes found now
+    /// (with every process they started), or a cgroup by id. Returns the
+    /// notices to report.
     pub fn start(
         target: LcTarget,
         opts: DiscoveryOptions,
@@ -376,9 +256,11 @@ impl Discovery {
             target,
             opts,
             watched: BTreeSet::new(),
+            roots: BTreeSet::new(),
             not_lc: BTreeMap::new(),
             lost: None,
             found_once: false,
+            followed_notices: 0,
             next_liveness: now + opts.liveness,
             next_rescan: now + opts.rescan,
         };
@@ -387,6 +269,8 @@ impl Discovery {
             LcTarget::Pid(p) => {
                 src.watch_tgid(p)?;
                 d.watched.insert(p);
+                d.roots.insert(p);
+                d.rescan(src, &mut notes);
             }
             LcTarget::Groups(t) => {
                 let (g, c) = Subtrees::start(t, src);
@@ -409,7 +293,12 @@ impl Discovery {
             });
         } else {
             d.found_once = true;
-            notes.push(Notice::Found { pids: d.pids() });
+            // "found" first, then who was followed
+            let at = notes
+                .iter()
+                .position(|n| matches!(n, Notice::Followed { .. }))
+                .unwrap_or(notes.len());
+            notes.insert(at, Notice::Found { pids: d.pids() });
         }
         Ok((d, notes))
     }
@@ -474,14 +363,12 @@ impl Discovery {
         }
         if look_due {
             self.check_alive(src, now, out);
+            self.follow_children(src, out);
         }
         if rescan_due {
             self.next_rescan = now + self.opts.rescan;
         }
-        // A pid target is that process: others with its name are looked
-        // for only once it is gone (a restart).
-        let looks_for_more = !matches!(self.target, LcTarget::Pid(_));
-        if (rescan_due && looks_for_more) || self.lost.is_some() {
+        if rescan_due || self.lost.is_some() {
             let before = self.watched.len();
             self.rescan(src, out);
             if self.watched.len() > before {
@@ -567,6 +454,7 @@ impl Discovery {
         }
         for p in &dead {
             self.watched.remove(p);
+            self.roots.remove(p);
             if let Err(e) = src.unwatch_tgid(*p) {
                 out.push(Notice::Warning(format!("unwatching pid {p}: {e}")));
             }
@@ -577,99 +465,218 @@ impl Discovery {
         }
     }
 
-    /// Looks for LC processes not yet watched.
-    fn rescan(&mut self, src: &mut Source, out: &mut Vec<Notice>) {
-        let candidates: Vec<u32> = match &self.target {
-            LcTarget::Groups(_) => return, // groups_tick
-            LcTarget::Pid(_) | LcTarget::Comm(_) => {
-                let Some(name) = self.name.clone() else {
-                    return;
-                };
-                let me = std::process::id();
-                let now = Instant::now();
-                // While none is found, a process seen under another name is
-                // read again after a while (it may exec into the service);
-                // otherwise only new processes are read.
-                let ttl = if self.lost.is_some() {
-                    (self.opts.lost_rescan * 4).max(Duration::from_millis(20))
-                } else {
-                    Duration::MAX
-                };
-                let pids = proc_pids();
-                self.not_lc.retain(|p, _| pids.binary_search(p).is_ok());
-                self.ignored.retain(|p| pids.binary_search(p).is_ok());
-                let mut hits = Vec::new();
-                for p in pids {
-                    let fresh = self
-                        .not_lc
-                        .get(&p)
-                        .is_some_and(|&t| now.saturating_duration_since(t) < ttl);
-                    if p == me || self.watched.contains(&p) || fresh {
-                        continue;
-                    }
-                    // a zombie keeps its name until reaped: a dying LC
-                    // must not count as found again
-                    if matches_name(p, &name) && elfen_shm::pid_alive(p) {
-                        hits.push(p);
-                    } else {
-                        self.not_lc.insert(p, now);
-                    }
+    /// The children of the processes adopted by name or pid (a pre-fork
+    /// server's master respawning a worker), watched at once.
+    fn follow_children(&mut self, src: &mut Source, out: &mut Vec<Notice>) {
+        let mut new = Vec::new();
+        for &r in &self.roots {
+            for c in procs::children_of(r) {
+                if !self.watched.contains(&c) && !new.iter().any(|&(p, _)| p == c) {
+                    new.push((c, r));
                 }
-                self.owned_only(hits, now, out)
             }
-        };
-        for p in candidates {
-            if self.watched.contains(&p) {
+        }
+        if !new.is_empty() {
+            self.adopt_descendants(src, new, out);
+        }
+    }
+
+    /// Watches `procs` (pid, the LC process it descends from) and says so.
+    fn adopt_descendants(
+        &mut self,
+        src: &mut Source,
+        procs: Vec<(u32, u32)>,
+        out: &mut Vec<Notice>,
+    ) {
+        let mut said = Vec::new();
+        for (pid, from) in procs {
+            let Some(st) = procs::read_stat(pid) else {
+                continue;
+            };
+            if !self.watch(src, pid, out) {
                 continue;
             }
-            match src.watch_tgid(p) {
-                Ok(()) => {
-                    self.watched.insert(p);
-                }
-                // it exited meanwhile, or is a thread: not an LC process
-                Err(elfen_bpf::BpfError::NoSuchProcess { .. })
-                | Err(elfen_bpf::BpfError::NotAProcess { .. }) => {}
-                Err(e) => out.push(Notice::Warning(format!("watching pid {p}: {e}"))),
+            self.not_lc.remove(&pid);
+            said.push(Followed {
+                pid,
+                comm: st.comm,
+                uid: elfen_cmd::proc::uids(pid).map_or(u32::MAX, |u| u.0),
+                from,
+                unwatched_ms: age_ms_of(st.start_ticks),
+            });
+        }
+        if said.is_empty() {
+            return;
+        }
+        self.followed_notices = self.followed_notices.saturating_add(1);
+        out.push(Notice::Followed {
+            procs: said,
+            n: self.followed_notices,
+        });
+    }
+
+    /// Watches `pid` through the source; false when it cannot be (it
+    /// exited meanwhile, or is a thread).
+    fn watch(&mut self, src: &mut Source, pid: u32, out: &mut Vec<Notice>) -> bool {
+        if self.watched.contains(&pid) {
+            return true;
+        }
+        match src.watch_tgid(pid) {
+            Ok(()) => {
+                self.watched.insert(pid);
+                true
+            }
+            Err(elfen_bpf::BpfError::NoSuchProcess { .. })
+            | Err(elfen_bpf::BpfError::NotAProcess { .. }) => false,
+            Err(e) => {
+                out.push(Notice::Warning(format!("watching pid {pid}: {e}")));
+                false
             }
         }
     }
 
+    /// Whether `pid`, read as not LC at some point, needs no new read now.
+    fn known_not_lc(&self, pid: u32, now: Instant) -> bool {
+        let Some(n) = self.not_lc.get(&pid) else {
+            return false;
+        };
+        if now < n.young_until {
+            return false;
+        }
+        let ttl = if self.lost.is_some() {
+            (self.opts.lost_rescan * 4).max(Duration::from_millis(20))
+        } else {
+            REREAD
+        };
+        now.saturating_duration_since(n.read) < ttl
+    }
+
+    /// Reads the processes not read lately; `by_name`: which go by the
+    /// LC's name.
+    fn look(&mut self, by_name: bool, now: Instant) -> Look {
+        let me = std::process::id();
+        let pids = procs::proc_pids();
+        self.not_lc.retain(|p, _| pids.binary_search(p).is_ok());
+        self.ignored.retain(|p| pids.binary_search(p).is_ok());
+        let name = if by_name { self.name.clone() } else { None };
+        let mut l = Look::default();
+        for p in pids {
+            if p == me || self.watched.contains(&p) || self.known_not_lc(p, now) {
+                continue;
+            }
+            let Some(st) = procs::read_stat(p) else {
+                continue;
+            };
+            // a zombie keeps its name until reaped: a dying LC must not
+            // count as found again
+            if !elfen_shm::pid_alive(p) {
+                self.not_lc.insert(
+                    p,
+                    NotLc {
+                        read: now,
+                        young_until: now,
+                    },
+                );
+                continue;
+            }
+            if name
+                .as_deref()
+                .is_some_and(|n| procs::comm_matches(p, &st.comm, n))
+            {
+                l.named.push(p);
+            }
+            l.read.insert(p, st);
+        }
+        l
+    }
+
+    /// Looks for LC processes not yet watched: processes going by the name
+    /// (comm targets; a pid target's once it is gone) of the owner, and
+    /// every process an LC process started.
+    fn rescan(&mut self, src: &mut Source, out: &mut Vec<Notice>) {
+        let by_name = match &self.target {
+            LcTarget::Groups(_) => return, // groups_tick
+            LcTarget::Comm(_) => true,
+            // a pid target is that process (and what it starts): others
+            // with its name are looked for only once it is gone (a restart)
+            LcTarget::Pid(_) => self.lost.is_some(),
+        };
+        let now = Instant::now();
+        let look = self.look(by_name, now);
+        let (mine, others) = self.owned_only(&look.named, out);
+        for &p in &mine {
+            if self.watch(src, p, out) {
+                self.roots.insert(p);
+            }
+        }
+        // every process read now that descends from a watched one
+        let descendants: Vec<(u32, u32)> = look
+            .read
+            .keys()
+            .filter(|p| !self.watched.contains(p))
+            .filter_map(|&p| {
+                let from = procs::ancestor_in(
+                    p,
+                    |q| self.watched.contains(&q),
+                    |q| look.read.get(&q).map(|s| s.ppid),
+                )?;
+                Some((p, from))
+            })
+            .collect();
+        self.adopt_descendants(src, descendants, out);
+        for (p, uids) in others {
+            if self.watched.contains(&p) {
+                continue;
+            }
+            if self.ignored.insert(p) {
+                out.push(Notice::Ignored {
+                    pid: p,
+                    uid: uids.0,
+                    owner: self.owner.unwrap_or(u32::MAX),
+                });
+            }
+        }
+        for (p, st) in look.read {
+            if self.watched.contains(&p) {
+                continue;
+            }
+            let age = Duration::from_secs_f64(age_ms_of(st.start_ticks) / 1000.0);
+            self.not_lc.insert(
+                p,
+                NotLc {
+                    read: now,
+                    young_until: now + YOUNG.saturating_sub(age),
+                },
+            );
+        }
+    }
+
     /// Of same-named processes, those of the owner (decided here from the
-    /// oldest, when not yet); the others are remembered as not LC and
-    /// reported once each.
-    fn owned_only(&mut self, hits: Vec<u32>, now: Instant, out: &mut Vec<Notice>) -> Vec<u32> {
+    /// oldest, when not yet), and the others with their uids.
+    fn owned_only(&mut self, hits: &[u32], out: &mut Vec<Notice>) -> (Vec<u32>, Vec<(u32, Uids)>) {
         if hits.is_empty() {
-            return hits;
+            return (Vec::new(), Vec::new());
         }
         let owner = match self.owner {
             Some(u) => u,
             None => {
-                let Some((uid, pid)) = oldest_owner(&hits) else {
-                    return Vec::new();
+                let Some((uid, pid)) = oldest_owner(hits) else {
+                    return (Vec::new(), Vec::new());
                 };
                 out.push(Notice::Owner { uid, pid });
                 self.owner = Some(uid);
                 uid
             }
         };
-        let mut mine = Vec::new();
-        for p in hits {
+        let (mut mine, mut others) = (Vec::new(), Vec::new());
+        for &p in hits {
             match elfen_cmd::proc::uids(p) {
                 Some(u) if owned_by(u, owner) => mine.push(p),
-                Some(u) => {
-                    self.not_lc.insert(p, now);
-                    if self.ignored.insert(p) {
-                        out.push(Notice::Ignored {
-                            pid: p,
-                            uid: u.0,
-                            owner,
-                        });
-                    }
-                }
+                Some(u) => others.push((p, u)),
                 None => {}
             }
         }
-        mine
+        (mine, others)
     }
 
     /// Reports processes found after a loss (or for the first time).
@@ -729,17 +736,5 @@ mod tests {
         let me = std::process::id();
         let uid = elfen_cmd::proc::uids(me).unwrap().0;
         assert_eq!(oldest_owner(&[me]), Some((uid, me)));
-    }
-
-    #[test]
-    fn names_match_comm_or_argv0() {
-        let me = std::process::id();
-        let comm = comm_of(me).unwrap();
-        assert!(matches_name(me, &comm));
-        assert!(!matches_name(me, "no-such-name-here"));
-        assert!(
-            !find_by_name(&comm).contains(&me),
-            "the daemon never finds itself"
-        );
     }
 }
