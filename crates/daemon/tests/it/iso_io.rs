@@ -8,12 +8,13 @@
 //!   `io.max`, v1 `blkio.throttle.*`): their reads come out about 3 : 1
 //!   and the two together stay near the budget. A static IOPS cap is
 //!   written as is, beside the budget's limit;
-//! - the kernel's weights: with the device on the BFQ scheduler and no
-//!   budget, BFQ divides the device by the weights the daemon wrote.
+//! - the kernel's weights, without a budget: the kernel divides the device
+//!   by the weights the daemon wrote — iocost's `io.weight` on v2 (a cost
+//!   model of the test's on the device), BFQ's `blkio.bfq.weight` on v1.
 //!
 //! No speed is asserted beyond the shares, with wide margins; the budget
-//! is sized by what the device reads here (a third of it, at most 16
-//! MiB/s), so an emulated disk is still limited by the budget.
+//! and the cost model are sized by what the device reads here (a third of
+//! it, at most 16 MiB/s), so an emulated disk is still limited by them.
 
 use crate::common::*;
 use crate::live::setup;
@@ -173,10 +174,11 @@ fn limit(words: &str, key: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The read budget of the test, MiB/s: 16, or a third of what the device
-/// reads unthrottled here when that is less (a device under emulation),
-/// so the budget is what limits the readers, not the device. Said.
-fn budget_mib(dev: &Path) -> u64 {
+/// A third of what `dev` reads unthrottled here, MiB/s, at most 16 (a
+/// device under emulation reads far less): the rate a test limits the
+/// device to (`what`, said), so that the limit, not the device, divides
+/// the readers.
+fn a_third(dev: &Path, what: &str) -> u64 {
     let t0 = std::time::Instant::now();
     let st = Command::new("dd")
         .arg(format!("if={}", dev.display()))
@@ -191,13 +193,13 @@ fn budget_mib(dev: &Path) -> u64 {
         .expect("dd");
     assert!(st.success(), "reading the loop device");
     let rate = 32.0 / t0.elapsed().as_secs_f64();
-    let budget = ((rate / 3.0) as u64).min(16);
-    println!("the device reads {rate:.1} MiB/s unthrottled: a budget of {budget} MiB/s");
+    let third = ((rate / 3.0) as u64).min(16);
+    println!("the device reads {rate:.1} MiB/s unthrottled: {what} of {third} MiB/s");
     assert!(
-        budget >= 1,
-        "the loop device reads {rate:.1} MiB/s: too slow for a budget of 1 MiB/s or more"
+        third >= 1,
+        "the loop device reads {rate:.1} MiB/s: too slow for a limit of 1 MiB/s or more"
     );
-    budget
+    third
 }
 
 #[test]
@@ -214,11 +216,17 @@ fn the_budget_is_divided_by_weight() {
             disk.dev.display()
         )
     };
-    let budget_mib = budget_mib(&disk.dev);
+    let budget_mib = a_third(&disk.dev, "a budget");
+    // a period in which the light reader's share holds at least four of
+    // its 64 KiB reads (16 per MiB/s of budget), so the counters the
+    // division reads are not a read or none: 100 ms at 16 MiB/s, longer
+    // on a slow (emulated) disk; and a window of ten periods or more
+    let period_ms = (1000 / budget_mib).clamp(100, 1000);
+    let window = Duration::from_millis((10 * period_ms).max(4000));
     let s = setup(
         "io",
         &format!(
-            "[memory]\nmin_available = 0\npressure = \"off\"\n[io]\ndevice = \"{}\"\nread_bps = \"{budget_mib}M\"\nperiod_ms = 100\n",
+            "[memory]\nmin_available = 0\npressure = \"off\"\n[io]\ndevice = \"{}\"\nread_bps = \"{budget_mib}M\"\nperiod_ms = {period_ms}\n",
             disk.dev.display()
         ),
         &format!(
@@ -253,14 +261,15 @@ fn the_budget_is_divided_by_weight() {
         read_bytes(&dir("light"), &disk.numbers),
     );
     let t0 = std::time::Instant::now();
-    std::thread::sleep(Duration::from_secs(4));
+    std::thread::sleep(window);
     let secs = t0.elapsed().as_secs_f64();
     let h = (read_bytes(&dir("heavy"), &disk.numbers) - h0) as f64 / secs;
     let l = (read_bytes(&dir("light"), &disk.numbers) - l0) as f64 / secs;
     let mib = |x: f64| x / f64::from(1 << 20);
     let budget = budget_mib as f64;
     println!(
-        "heavy {:.1} MiB/s, light {:.1} MiB/s (budget {budget} MiB/s, weights 3:1)",
+        "heavy {:.2} MiB/s, light {:.2} MiB/s (budget {budget} MiB/s every {period_ms} ms, \
+         weights 3:1) over {secs:.1} s",
         mib(h),
         mib(l)
     );
@@ -299,12 +308,11 @@ struct Scheduler {
 impl Scheduler {
     /// Sets `name` on `dev`. BFQ is set for a test of its weights:
     /// `low_latency` off (no boost of new readers), `strict_guarantees` on
-    /// (it idles for the queue in service whatever its heuristics say of
-    /// the device), and its idle window (`slice_idle`, 8 ms) stretched by
-    /// [`slack`]: a reader that issues one request at a time keeps the
-    /// device only if its next request comes within the window, and under
-    /// emulation its think time is about ten times the host's. `Err`: the
-    /// scheduler list after the refusal.
+    /// (one request in the device at a time, idling for the queue in
+    /// service whatever its heuristics say), its idle window (`slice_idle`,
+    /// 8 ms) stretched by [`slack`] (a reader that issues one request at a
+    /// time keeps the device only if its next request comes within the
+    /// window). `Err`: the scheduler list after the refusal.
     fn set(dev: &Path, name: &str) -> Result<Scheduler, String> {
         let block = dev.file_name().unwrap().to_string_lossy().to_string();
         let dir = PathBuf::from(format!("/sys/block/{block}/queue"));
@@ -339,34 +347,135 @@ impl Drop for Scheduler {
     }
 }
 
-/// The kernel's own weights, without a budget: the loop device on the BFQ
-/// scheduler, two groups reading it as fast as they can with `io_weight`
-/// 300 and 100. The daemon writes the weight BFQ reads (v2
-/// `io.bfq.weight`, v1 `blkio.bfq.weight`; v2 `io.weight` too, iocost's)
-/// and BFQ serves the two about 3 : 1 (asserted: clearly more than an
-/// equal split, at most twice the weights' ratio).
+/// iocost switched on for one device (v2: the root's `io.cost.model` and
+/// `io.cost.qos`), with a cost model of the test's: the device is taken to
+/// read `mib_s` MiB/s of 64 KiB requests, and its rate is held there
+/// (`min` = `max` = 100 %, no latency target), so two groups that want
+/// more share that rate by `io.weight` whatever the device really does.
+/// Off again (`enable=0`, the kernel's own model) when dropped: a loop
+/// device's queue outlives the test.
+struct Iocost {
+    root: PathBuf,
+    numbers: String,
+}
+
+impl Iocost {
+    fn on(numbers: &str, mib_s: u64) -> Result<Iocost, String> {
+        let root = cgroups().root().to_path_buf();
+        let write = |f: &str, v: String| {
+            std::fs::write(root.join(f), &v).map_err(|e| format!("{f} <- {v}: {e}"))
+        };
+        // a 64 KiB read costs 1/iops + 60 KiB/bps: with bps = 2·T MiB/s
+        // and iops = 30·T, about 1/(16·T) s, T MiB/s of them
+        let (bps, iops) = ((2 * mib_s) << 20, 30 * mib_s);
+        let me = Iocost {
+            root: root.clone(),
+            numbers: numbers.to_string(),
+        };
+        write(
+            "io.cost.model",
+            format!(
+                "{numbers} ctrl=user model=linear rbps={bps} rseqiops={iops} rrandiops={iops} \
+                 wbps={bps} wseqiops={iops} wrandiops={iops}"
+            ),
+        )?;
+        write(
+            "io.cost.qos",
+            format!(
+                "{numbers} enable=1 ctrl=user rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 \
+                 min=100.00 max=100.00"
+            ),
+        )?;
+        Ok(me)
+    }
+}
+
+impl Drop for Iocost {
+    fn drop(&mut self) {
+        let n = &self.numbers;
+        for (f, v) in [
+            ("io.cost.qos", format!("{n} enable=0 ctrl=auto")),
+            ("io.cost.model", format!("{n} ctrl=auto")),
+        ] {
+            if let Err(e) = std::fs::write(self.root.join(f), &v) {
+                println!("cleanup: {f} <- {v}: {e}");
+            }
+        }
+    }
+}
+
+/// A weight file's `default` value (`default 300`, or a bare number).
+fn weight_in(dir: &Path, file: &str) -> Option<u32> {
+    std::fs::read_to_string(dir.join(file))
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["default", v] | [v] => v.parse::<u32>().ok(),
+                _ => None,
+            }
+        })
+}
+
+/// The kernel's own division by weight, without a budget: two groups read
+/// the loop device as fast as they can with `io_weight` 300 and 100, and
+/// the kernel serves them by the weights the daemon wrote —
+///
+/// - v2: iocost, on for the device with a cost model of about a third of
+///   what it reads here (at most 16 MiB/s), reading `io.weight`. It holds
+///   the device to the model's rate and divides that rate by weight, so
+///   the shares are close to 3 : 1 (asserted: 2–4.5). BFQ is loaded
+///   first, so the daemon also writes `io.bfq.weight` (checked, 300 and
+///   100: what a device on BFQ would read). BFQ's own division is not
+///   what the v2 test measures: under emulation (the VM test bed) a loop
+///   device on BFQ divided such readers anywhere from 0.4 to 3.2 as its
+///   tunables and the number of readers changed (docs/vmtest.md);
+/// - v1: the device on BFQ, reading `blkio.bfq.weight` (v1 has no
+///   iocost). BFQ divides readers that keep one request in flight by its
+///   idling heuristics, looser than iocost: asserted clearly more than an
+///   equal split (which comes out 1.0–1.2) and at most twice the
+///   weights' ratio, 1.5–6.
 #[test]
-fn bfq_divides_a_device_by_the_groups_weights() {
-    let test = "bfq_divides_a_device_by_the_groups_weights";
+fn the_kernel_divides_a_device_by_the_groups_weights() {
+    let test = "the_kernel_divides_a_device_by_the_groups_weights";
     let Some(()) = io_ok(test) else { return };
     let _one = serial();
     let tmp = tempfile::tempdir().unwrap();
     let disk = LoopDevice::new(tmp.path(), 128).expect("a loop device over a file");
-    let _bfq = match Scheduler::set(&disk.dev, "bfq") {
+    let bfq_module = || {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        PathBuf::from(format!(
+            "/lib/modules/{}/kernel/block/bfq.ko",
+            release.trim()
+        ))
+    };
+    let bfq = match Scheduler::set(&disk.dev, "bfq") {
         Ok(s) => s,
         Err(list) => {
-            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            let module = PathBuf::from(format!(
-                "/lib/modules/{}/kernel/block/bfq.ko",
-                release.trim()
-            ));
+            let why = format!("the BFQ I/O scheduler (the device offers: {})", list.trim());
+            skip_test(test, Need::Input(bfq_module()), why);
+            return;
+        }
+    };
+    let (_bfq, _iocost) = if v2() {
+        // BFQ stays registered (its io.bfq.weight in every group); the
+        // device goes back to its scheduler, under iocost
+        drop(bfq);
+        let qos = cgroups().root().join("io.cost.qos");
+        if !qos.exists() {
             skip_test(
                 test,
-                Need::Input(module),
-                format!("the BFQ I/O scheduler (the device offers: {})", list.trim()),
+                Need::Input(qos),
+                "the kernel's iocost controller (CONFIG_BLK_CGROUP_IOCOST)",
             );
             return;
         }
+        let mib = a_third(&disk.dev, "an iocost model");
+        let on = Iocost::on(&disk.numbers, mib).expect("iocost on the loop device");
+        (None, Some(on))
+    } else {
+        (Some(bfq), None)
     };
     let reader = |name: &str, weight: u32| {
         format!(
@@ -376,7 +485,7 @@ fn bfq_divides_a_device_by_the_groups_weights() {
         )
     };
     let s = setup(
-        "bfq",
+        "kw",
         "[memory]\nmin_available = 0\npressure = \"off\"\n",
         &format!("{}{}", reader("heavy", 300), reader("light", 100)),
     );
@@ -384,33 +493,18 @@ fn bfq_divides_a_device_by_the_groups_weights() {
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
     let dir = |n: &str| group_dir("blkio", &format!("elfen-daemon-{}/{n}", d.pid()));
-    let bfq_file = if v2() {
-        "io.bfq.weight"
+    let files: &[&str] = if v2() {
+        &["io.weight", "io.bfq.weight"]
     } else {
-        "blkio.bfq.weight"
+        &["blkio.bfq.weight"]
     };
-    let weight = |n: &str| {
-        let t = std::fs::read_to_string(dir(n).join(bfq_file)).unwrap_or_default();
-        t.lines()
-            .find_map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                match w[..] {
-                    ["default", v] | [v] => v.parse::<u32>().ok(),
-                    _ => None,
-                }
-            })
-            .unwrap_or(0)
-    };
-    assert_eq!((weight("heavy"), weight("light")), (300, 100), "{bfq_file}");
-    assert!(
-        d.output().contains(if v2() {
-            "batch heavy: BFQ weight 300"
-        } else {
-            "batch heavy: I/O weight 300"
-        }),
-        "{}",
-        d.output()
-    );
+    for f in files {
+        assert_eq!(
+            (weight_in(&dir("heavy"), f), weight_in(&dir("light"), f)),
+            (Some(300), Some(100)),
+            "{f}"
+        );
+    }
     assert!(
         !d.output().contains("which ignores it"),
         "the device's scheduler honours the weight: {}",
@@ -422,21 +516,24 @@ fn bfq_divides_a_device_by_the_groups_weights() {
         read_bytes(&dir("light"), &disk.numbers),
     );
     let t0 = std::time::Instant::now();
-    std::thread::sleep(Duration::from_secs(4));
+    std::thread::sleep(Duration::from_secs(6));
     let secs = t0.elapsed().as_secs_f64();
     let h = (read_bytes(&dir("heavy"), &disk.numbers) - h0) as f64 / secs;
     let l = (read_bytes(&dir("light"), &disk.numbers) - l0) as f64 / secs;
     let mib = |x: f64| x / f64::from(1 << 20);
+    let by = if v2() { "iocost" } else { "BFQ" };
     println!(
-        "BFQ: heavy {:.1} MiB/s, light {:.1} MiB/s (weights 3:1)",
+        "{by}: heavy {:.2} MiB/s, light {:.2} MiB/s (weights 3:1) over {secs:.1} s",
         mib(h),
         mib(l)
     );
     assert!(l > 0.0 && h > 0.0, "both read: heavy {h}, light {l}");
     let ratio = h / l;
+    let bounds = if v2() { 2.0..=4.5 } else { 1.5..=6.0 };
     assert!(
-        (1.5..=6.0).contains(&ratio),
-        "BFQ serves the groups by weight 3:1, got {ratio:.2} (heavy {:.1}, light {:.1} MiB/s)",
+        bounds.contains(&ratio),
+        "{by} serves the groups by weight 3:1 ({bounds:?}), got {ratio:.2} (heavy {:.2}, \
+         light {:.2} MiB/s)",
         mib(h),
         mib(l)
     );
