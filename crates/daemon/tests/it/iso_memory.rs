@@ -321,6 +321,9 @@ fn memory_high_throttles_and_pressure_kills_the_lowest_priority_group() {
         ),
         "{line}"
     );
+    // small is in no memory controller (no limit of its own): its use is
+    // its processes' resident memory, never nothing
+    assert!(!line.contains("(priority 0, 0 B used"), "{line}");
     assert!(
         wait_until(patient(Duration::from_secs(2)), || !elfen_shm::pid_alive(
             small
