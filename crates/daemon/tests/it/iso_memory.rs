@@ -64,9 +64,22 @@ fn limit_files() -> (&'static str, &'static str) {
 }
 
 fn balloon(name: &str, priority: i32, rate: u64, max: u64, extra: &str) -> String {
+    balloon_after(name, priority, rate, max, 0, extra)
+}
+
+/// [`balloon`] that starts growing `delay_ms` after it starts.
+fn balloon_after(
+    name: &str,
+    priority: i32,
+    rate: u64,
+    max: u64,
+    delay_ms: u64,
+    extra: &str,
+) -> String {
     format!(
         "[[batch]]\nname = \"{name}\"\nmode = \"idle\"\npriority = {priority}\n{extra}\
-         command = [\"{BIN}\", \"balloon-helper\", \"--rate-mib-s={rate}\", \"--max-mib={max}\"]\n"
+         command = [\"{BIN}\", \"balloon-helper\", \"--rate-mib-s={rate}\", \"--max-mib={max}\", \
+         \"--delay-ms={delay_ms}\"]\n"
     )
 }
 
@@ -287,15 +300,18 @@ fn memory_high_throttles_and_pressure_kills_the_lowest_priority_group() {
         ),
         // "grow" goes past its memory_high (nothing it holds can be
         // reclaimed: anonymous memory, no swap needed), so the kernel
-        // throttles it and it stalls; "small" holds 16 MiB at priority 0
+        // throttles it and it stalls; "small" holds 16 MiB at priority 0.
+        // grow starts growing a while after the daemon runs, so the test
+        // has read both groups' pids before the stall makes the kill
         &format!(
             "{}{}",
             balloon("small", 0, 64, 16, ""),
-            balloon(
+            balloon_after(
                 "grow",
                 5,
                 256,
                 512,
+                2000 * u64::from(slack()),
                 &format!("memory_high = {high_limit}\n")
             )
         ),
