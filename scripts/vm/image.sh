@@ -81,6 +81,37 @@ mirror_lines() {
   printf '%s\n' "$lines" | awk '{ print "deb " $1 " " $2 " main" }'
 }
 
+# What the tests run in the guest need of it, checked in the built root before
+# it becomes the image (a package that no longer ships them fails the build,
+# not the tests): programs, and kernel modules (a .ko of the guest's kernel,
+# or built in).
+GUEST_PROGRAMS=(bash dd ip tc losetup modprobe)
+GUEST_MODULES=(loop veth sch_prio bfq)
+
+# check_guest STAGE: says what is missing, fails if anything is.
+check_guest() {
+  local stage="$1" missing=() p m release dir
+  for p in "${GUEST_PROGRAMS[@]}"; do
+    local found="" d
+    # a link counts as is: an absolute one points into the guest, not here
+    for d in usr/bin usr/sbin bin sbin; do
+      if [ -L "$stage/$d/$p" ] || [ -x "$stage/$d/$p" ]; then found=1; fi
+    done
+    [ -n "$found" ] || missing+=("program $p")
+  done
+  release=$(ls "$stage/lib/modules" | sort -V | tail -n1)
+  dir="$stage/lib/modules/$release"
+  for m in "${GUEST_MODULES[@]}"; do
+    if [ -z "$(find "$dir/kernel" -name "$m.ko*" -print -quit 2>/dev/null)" ] &&
+      ! grep -q "/$m\.ko" "$dir/modules.builtin" 2>/dev/null; then
+      missing+=("kernel module $m")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] ||
+    die "the guest lacks what its tests need: ${missing[*]} (scripts/vm/packages.list)"
+  say "the guest has ${GUEST_PROGRAMS[*]} and the modules ${GUEST_MODULES[*]} (kernel $release)"
+}
+
 # Removes a directory tree in which a killed mmdebstrap may have left file
 # systems mounted (the chroot's /proc, /sys, /dev/pts, /dev/shm): unmounts
 # them, deepest first, and never crosses into one (rm --one-file-system).
@@ -137,6 +168,7 @@ build() {
     ln -sf /dev/null "$stage/etc/systemd/system/$u"
   done
   dpkg-query --admindir="$stage/var/lib/dpkg" -W -f '${Package} ${Version}\n' >"$out/packages.txt"
+  check_guest "$stage"
 
   local kernel initrd
   kernel=$(ls "$stage"/boot/vmlinuz-* | sort -V | tail -n1)

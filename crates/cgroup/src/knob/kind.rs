@@ -35,6 +35,8 @@ pub enum KnobKind {
     IoMax(Device),
     /// I/O weight.
     IoWeight,
+    /// The BFQ scheduler's I/O weight.
+    IoBfqWeight,
 }
 
 impl KnobKind {
@@ -45,7 +47,7 @@ impl KnobKind {
             KnobKind::CpuMax | KnobKind::CpuIdle | KnobKind::CpuWeight => Controller::Cpu,
             KnobKind::Frozen => Controller::Freezer,
             KnobKind::MemoryMax | KnobKind::MemoryHigh => Controller::Memory,
-            KnobKind::IoMax(_) | KnobKind::IoWeight => Controller::Io,
+            KnobKind::IoMax(_) | KnobKind::IoWeight | KnobKind::IoBfqWeight => Controller::Io,
         }
     }
 
@@ -75,6 +77,8 @@ impl KnobKind {
             (KnobKind::IoMax(_), true) => &["io.max"],
             (KnobKind::IoWeight, false) => &["blkio.bfq.weight"],
             (KnobKind::IoWeight, true) => &["io.weight"],
+            (KnobKind::IoBfqWeight, false) => &["blkio.bfq.weight"],
+            (KnobKind::IoBfqWeight, true) => &["io.bfq.weight"],
         }
     }
 
@@ -84,9 +88,15 @@ impl KnobKind {
             (KnobKind::CpuIdle, false) => {
                 "this kernel's v1 cpu controller has no cpu.idle (it came with Linux 5.15)".into()
             }
-            (KnobKind::IoWeight, false) => {
+            (KnobKind::IoWeight | KnobKind::IoBfqWeight, false) => {
                 "this kernel's v1 blkio controller has no blkio.bfq.weight (the BFQ I/O scheduler \
-                 is not built in)"
+                 is not built in or not loaded)"
+                    .into()
+            }
+            (KnobKind::IoBfqWeight, true) => {
+                "no io.bfq.weight in this v2 group: the io controller is not enabled in the \
+                 parent's cgroup.subtree_control, or the BFQ I/O scheduler is not loaded (no \
+                 device uses it)"
                     .into()
             }
             (KnobKind::IoWeight, true) => {
@@ -201,6 +211,10 @@ impl KnobKind {
                 Knob::IoWeight(parse_u64(&path(0), &text(0)?)?.min(u64::from(u32::MAX)) as u32)
             }
             (KnobKind::IoWeight, true) => Knob::IoWeight(v2_io_weight(&path(0), &text(0)?)?),
+            (KnobKind::IoBfqWeight, false) => {
+                Knob::IoBfqWeight(parse_u64(&path(0), &text(0)?)?.min(u64::from(u32::MAX)) as u32)
+            }
+            (KnobKind::IoBfqWeight, true) => Knob::IoBfqWeight(v2_io_weight(&path(0), &text(0)?)?),
         })
     }
 }

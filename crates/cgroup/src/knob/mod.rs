@@ -19,6 +19,7 @@
 //! | [`Knob::MemoryHigh`] | `memory.soft_limit_in_bytes` | `memory.high` |
 //! | [`Knob::IoMax`] | `blkio.throttle.{read,write}_{bps,iops}_device` | `io.max` |
 //! | [`Knob::IoWeight`] | `blkio.bfq.weight` | `io.weight` |
+//! | [`Knob::IoBfqWeight`] | `blkio.bfq.weight` | `io.bfq.weight` |
 
 //!
 //! The parts: this file ([`Device`], [`Knob`], its files, parsing and
@@ -151,6 +152,12 @@ pub enum Knob {
     /// device's scheduler does: BFQ on v1, the iocost controller (enabled
     /// in `io.cost.qos`) on v2.
     IoWeight(u32),
+    /// The BFQ I/O scheduler's weight of the group against its siblings
+    /// (1..=1000, default 100): v2 `io.bfq.weight` (its `default` line),
+    /// v1 `blkio.bfq.weight` (the file [`Knob::IoWeight`] writes there:
+    /// set one of the two on v1). On v2, BFQ reads only this file, iocost
+    /// only `io.weight`; the file exists while BFQ is loaded.
+    IoBfqWeight(u32),
 }
 
 impl Knob {
@@ -167,6 +174,7 @@ impl Knob {
             Knob::MemoryHigh(_) => KnobKind::MemoryHigh,
             Knob::IoMax { device, .. } => KnobKind::IoMax(*device),
             Knob::IoWeight(_) => KnobKind::IoWeight,
+            Knob::IoBfqWeight(_) => KnobKind::IoBfqWeight,
         }
     }
 
@@ -237,6 +245,16 @@ impl Knob {
                 if !(1..=top).contains(&w) {
                     return Err(bad(if v2 {
                         "io.weight must be 1..=10000"
+                    } else {
+                        "blkio.bfq.weight must be 1..=1000"
+                    }));
+                }
+                self.clone()
+            }
+            Knob::IoBfqWeight(w) => {
+                if !(1..=1_000).contains(&w) {
+                    return Err(bad(if v2 {
+                        "io.bfq.weight must be 1..=1000"
                     } else {
                         "blkio.bfq.weight must be 1..=1000"
                     }));
@@ -361,8 +379,8 @@ impl Knob {
                 opt(*read_iops, "max"),
                 opt(*write_iops, "max")
             ),
-            (Knob::IoWeight(w), true) => format!("default {w}"),
-            (Knob::IoWeight(w), false) => w.to_string(),
+            (Knob::IoWeight(w), true) | (Knob::IoBfqWeight(w), true) => format!("default {w}"),
+            (Knob::IoWeight(w), false) | (Knob::IoBfqWeight(w), false) => w.to_string(),
         }
     }
 }
@@ -398,6 +416,7 @@ impl std::fmt::Display for Knob {
                 opt(*write_iops)
             ),
             Knob::IoWeight(w) => write!(f, "io.weight={w}"),
+            Knob::IoBfqWeight(w) => write!(f, "io.bfq.weight={w}"),
         }
     }
 }
@@ -537,6 +556,21 @@ mod tests {
         assert_eq!(
             Knob::IoWeight(300).writes(&Knob::IoWeight(100), true),
             [("io.weight", "default 300".to_string())]
+        );
+        assert_eq!(
+            Knob::IoBfqWeight(300).writes(&Knob::IoBfqWeight(100), true),
+            [("io.bfq.weight", "default 300".to_string())]
+        );
+        assert_eq!(
+            Knob::IoBfqWeight(300).writes(&Knob::IoBfqWeight(100), false),
+            [("blkio.bfq.weight", "300".to_string())]
+        );
+        let f = Path::new("io.bfq.weight");
+        assert!(Knob::IoBfqWeight(1001).native(true, f).is_err());
+        assert!(Knob::IoBfqWeight(0).native(false, f).is_err());
+        assert_eq!(
+            Knob::IoBfqWeight(1000).native(true, f).unwrap(),
+            Knob::IoBfqWeight(1000)
         );
     }
 }

@@ -107,6 +107,8 @@ pub fn v2_group_files() -> Vec<(&'static str, &'static str)> {
         ("memory.current", "0\n"),
         ("io.max", ""),
         ("io.weight", "default 100\n"),
+        // present while the BFQ scheduler is loaded
+        ("io.bfq.weight", "default 100\n"),
         ("io.stat", ""),
     ]
 }

@@ -89,7 +89,7 @@ fn v1_memory_high_is_the_soft_limit_and_io_has_four_files() {
 }
 
 #[test]
-fn v2_memory_high_io_max_iops_and_io_weight() {
+fn v2_memory_high_io_max_iops_and_io_weights() {
     let (root, h) = fake_v2();
     let r = root.path();
     let mut ex = Executor::new(h);
@@ -100,9 +100,16 @@ fn v2_memory_high_io_max_iops_and_io_weight() {
         (g.clone(), Knob::MemoryHigh(Some(1 << 20))),
         (g.clone(), io(Some(1 << 20), None, None, Some(40))),
         (g.clone(), Knob::IoWeight(2000)),
+        (g.clone(), Knob::IoBfqWeight(300)),
     ])
     .unwrap();
     let d = r.join("b");
+    // BFQ reads only its own file; iocost only io.weight
+    assert_eq!(read(d.join("io.bfq.weight")), "default 300");
+    assert_eq!(
+        ex.get(&g, KnobKind::IoBfqWeight).unwrap(),
+        Knob::IoBfqWeight(300)
+    );
     assert_eq!(read(d.join("memory.high")), "1048576");
     assert_eq!(
         read(d.join("io.max")),

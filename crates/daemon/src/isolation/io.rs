@@ -1,5 +1,6 @@
 //! Disk I/O: each batch group's static limits (`io.max` / blkio throttle:
-//! bandwidth and IOPS per device) and kernel weight, and the `[io]`
+//! bandwidth and IOPS per device) and kernel weights (v2 `io.weight` for
+//! iocost and `io.bfq.weight` for BFQ, v1 `blkio.bfq.weight`), and the `[io]`
 //! budget — PerfIso's deficit-weighted round robin (the law is
 //! `elfen_policy::dwrr`, its comment says it) re-dividing a total batch
 //! budget of one device among the groups by `io_weight` every
@@ -37,6 +38,10 @@ pub fn apply_limits(
     if let Some(w) = iso.io_weight {
         ex.set(group, Knob::IoWeight(w))?;
         out.push(format!("batch {name}: I/O weight {w}"));
+    }
+    if let Some(w) = iso.io_bfq_weight {
+        ex.set(group, Knob::IoBfqWeight(w))?;
+        out.push(format!("batch {name}: BFQ weight {w}"));
     }
     Ok(out)
 }

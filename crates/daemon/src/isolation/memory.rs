@@ -48,7 +48,7 @@ use std::time::Duration;
 
 /// Round a limit up to whole MiB (what is applied instead of a limit below
 /// the group's use).
-fn round_up_mib(b: u64) -> u64 {
+pub(crate) fn round_up_mib(b: u64) -> u64 {
     b.div_ceil(1 << 20) * (1 << 20)
 }
 
@@ -389,21 +389,59 @@ fn run(
 }
 
 /// The group to kill: lowest priority among those with processes, the
-/// largest memory use among equals; with its use.
+/// largest memory use among equals; with its use — the memory
+/// controller's count where the group is in it (it has `memory_high` or
+/// `memory_max`), else the resident memory of its processes.
 fn choose(victims: &[Victim], executor: &Mutex<Executor>) -> Option<(usize, u64)> {
     let ex = executor.lock().unwrap_or_else(|p| p.into_inner());
     victims
         .iter()
         .enumerate()
-        .filter(|(_, v)| ex.procs(&v.group).is_ok_and(|p| !p.is_empty()))
-        .map(|(i, v)| {
+        .filter_map(|(i, v)| {
+            let procs = ex.procs(&v.group).ok().filter(|p| !p.is_empty())?;
             let used = if v.group.has(elfen_cgroup::Controller::Memory) {
-                ex.memory_current(&v.group).unwrap_or(0)
+                ex.memory_current(&v.group)
+                    .unwrap_or_else(|_| resident_bytes(&procs))
             } else {
-                0
+                resident_bytes(&procs)
             };
-            (i, v.priority, used)
+            Some((i, v.priority, used))
         })
         .min_by_key(|&(_, p, used)| (p, std::cmp::Reverse(used)))
         .map(|(i, _, used)| (i, used))
+}
+
+/// The resident memory of `pids` (`/proc/<pid>/statm`'s second field, in
+/// pages), summed: pages they share are counted for each. A process gone
+/// meanwhile counts 0.
+fn resident_bytes(pids: &[u32]) -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/statm")).ok())
+        .filter_map(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map(|pages| pages * page)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resident_bytes;
+
+    #[test]
+    fn resident_bytes_counts_touched_memory_and_nothing_for_a_gone_process() {
+        let me = [std::process::id()];
+        let before = resident_bytes(&me);
+        assert!(before > 0, "this process's resident memory");
+        // 32 MiB, every page written, held while measured
+        let held = vec![1u8; 32 << 20];
+        let after = resident_bytes(&me);
+        assert!(
+            after >= before + (24 << 20),
+            "32 MiB touched: {before} -> {after} bytes"
+        );
+        assert_eq!(std::hint::black_box(&held)[held.len() - 1], 1);
+        // pid_max is at most 2^22: this pid never exists
+        assert_eq!(resident_bytes(&[u32::MAX]), 0);
+    }
 }

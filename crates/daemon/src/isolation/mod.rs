@@ -13,6 +13,7 @@
 //! | killing a whole group | [`kill`] |
 //! | limits, weights and the budget thread | [`io`] |
 //! | the egress program's attachments | [`egress`] |
+//! | limits an operator's group lost to its owner, written again | [`reassert`] |
 //!
 //! [`Isolation`] is what the daemon runs: started after the batch groups
 //! are set up, ticked at every rescan, stopped before the executor
@@ -25,6 +26,7 @@ pub mod io;
 pub mod kill;
 pub mod memory;
 pub mod plan;
+pub mod reassert;
 
 use crate::batch::BatchGroup;
 use crate::error::DaemonError;
@@ -63,6 +65,11 @@ pub struct IsolationCounts {
 pub struct Isolation {
     /// (name, group, plan, hard memory limit in force).
     groups: Vec<(String, elfen_cgroup::Group, plan::GroupIso, Option<u64>)>,
+    /// Per group: whether it is an operator's (existing) group, whose
+    /// owner may write over its limits.
+    existing: Vec<bool>,
+    /// The `[io]` budget's device (its `io.max` is the budget thread's).
+    budget_device: Option<elfen_cgroup::Device>,
     memory: Option<memory::MemoryWatch>,
     io: Option<io::IoBudgetController>,
     egress: Option<egress::Egress>,
@@ -103,6 +110,11 @@ impl Isolation {
         }
         let mut me = Isolation {
             groups: mine,
+            existing: groups
+                .iter()
+                .map(|g| g.plan.source == crate::plan::GroupSource::Existing)
+                .collect(),
+            budget_device: iso.io_budget.as_ref().map(|b| b.device.device),
             memory: None,
             io: None,
             egress: None,
@@ -171,13 +183,24 @@ impl Isolation {
         Ok(me)
     }
 
-    /// At a rescan: hard memory limits lowered as the use allows, members
-    /// of an operator's group joining its v2 group; and what the threads
-    /// said (kills). Returns the lines to log.
+    /// At a rescan: hard memory limits lowered as the use allows, an
+    /// operator's group's limits written again where its owner wrote over
+    /// them, members of an operator's group joining its v2 group; and what
+    /// the threads said (kills). Returns the lines to log.
     pub fn tick(&mut self, ex: &mut Executor) -> Vec<String> {
         let mut out: Vec<String> = self.log.try_iter().collect();
-        for (name, group, gi, applied) in &mut self.groups {
+        for (i, (name, group, gi, applied)) in self.groups.iter_mut().enumerate() {
             out.extend(memory::relower(ex, name, group, gi, applied));
+            if self.existing.get(i) == Some(&true) {
+                out.extend(reassert::reassert(
+                    ex,
+                    name,
+                    group,
+                    gi,
+                    applied,
+                    self.budget_device,
+                ));
+            }
         }
         if let Some(e) = &self.egress {
             out.extend(e.tick(ex));

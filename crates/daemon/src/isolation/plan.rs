@@ -40,8 +40,14 @@ pub struct GroupIso {
     pub memory_max: Option<u64>,
     /// Static `io.max` limits, one knob per device.
     pub io_max: Vec<Knob>,
-    /// The kernel I/O weight to set (where the group offers the file).
+    /// The kernel I/O weight to set (where the group offers the file):
+    /// v2 `io.weight` (iocost), v1 `blkio.bfq.weight` (BFQ; at most 1000).
     pub io_weight: Option<u32>,
+    /// v2: the BFQ scheduler's weight to set (`io.bfq.weight`, where the
+    /// group offers it: BFQ is loaded; at most 1000). BFQ reads only this
+    /// file on v2, iocost only `io.weight`: both are written, as systemd
+    /// writes them for `IOWeight=`.
+    pub io_bfq_weight: Option<u32>,
     /// Its share of the `[io]` budget (default 100).
     pub budget_weight: u32,
     /// Low-priority egress.
@@ -375,6 +381,8 @@ pub fn resolve_group(
     if let Some(w) = io_weight {
         weight_notes(b, w, h, path, existing, iso, &io_max, notes);
     }
+    let v2 = h.is_v2(Controller::Io);
+    let offered = |k: KnobKind| weight_offered(h, path, existing, k);
     if memory && existing {
         usage_notes(b, h, path, notes);
     }
@@ -383,7 +391,12 @@ pub fn resolve_group(
         memory_high: b.memory_high.map(|x| x.0),
         memory_max: b.memory_max.map(|x| x.0),
         io_max,
-        io_weight: io_weight.filter(|_| weight_offered(h, path, existing)),
+        io_weight: io_weight
+            .filter(|_| offered(KnobKind::IoWeight))
+            .map(|w| if v2 { w } else { bfq_weight(w) }),
+        io_bfq_weight: io_weight
+            .filter(|_| v2 && offered(KnobKind::IoBfqWeight))
+            .map(bfq_weight),
         budget_weight: b.io_weight.unwrap_or(100),
         egress,
         egress_mirror: mirror,
@@ -391,17 +404,22 @@ pub fn resolve_group(
     Ok(())
 }
 
-/// Whether the group has (or a new group will have) the kernel's weight file.
-fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool) -> bool {
-    let file = KnobKind::IoWeight.files(h.is_v2(Controller::Io))[0];
+/// BFQ's weights are 1..=1000: `io_weight` above is applied as 1000.
+pub fn bfq_weight(w: u32) -> u32 {
+    w.min(1000)
+}
+
+/// Whether the group has (or a new group will have) the weight file of
+/// `kind` ([`KnobKind::IoWeight`] or [`KnobKind::IoBfqWeight`]).
+fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool, kind: KnobKind) -> bool {
+    let file = kind.files(h.is_v2(Controller::Io))[0];
     let Ok(dir) = h.group_dir(Controller::Io, path) else {
         return false;
     };
     if existing {
         return dir.join(file).exists();
     }
-    // a new group: as its siblings show it (the root lacks the file: on
-    // v1 BFQ's statistics files there say it is built in)
+    // a new group: as its siblings show it (the root lacks the file)
     let Ok(root) = h.controller_root(Controller::Io) else {
         return false;
     };
@@ -411,14 +429,46 @@ fn weight_offered(h: &Hierarchy, path: &GroupPath, existing: bool) -> bool {
         .flatten()
         .map(|e| e.path())
         .collect();
-    entries.iter().any(|p| p.join(file).exists())
-        || (!h.is_v2(Controller::Io)
-            && entries.iter().any(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("blkio.bfq."))
-            }))
+    if entries.iter().any(|p| p.join(file).exists()) {
+        return true;
+    }
+    if !h.is_v2(Controller::Io) {
+        // v1: BFQ's statistics files in the root say it is there
+        return entries.iter().any(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("blkio.bfq."))
+        });
+    }
+    // v2, where no sibling has the io controller on yet (the executor
+    // turns it on for the new group): iocost's files are in the root when
+    // it is built; BFQ's appear in every group once it is registered,
+    // which a device's scheduler list shows
+    match kind {
+        KnobKind::IoWeight => root.join("io.cost.qos").exists(),
+        KnobKind::IoBfqWeight => bfq_registered(),
+        _ => false,
+    }
 }
 
+/// Whether the BFQ scheduler is registered (built in or its module
+/// loaded): a block device's scheduler list names it.
+fn bfq_registered() -> bool {
+    std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            std::fs::read_to_string(e.path().join("queue/scheduler")).is_ok_and(|t| {
+                t.split_whitespace()
+                    .any(|w| w.trim_matches(['[', ']']) == "bfq")
+            })
+        })
+}
+
+/// What `--check` says of a group's `io_weight`: which weight files it
+/// gets, and each device of its I/O configuration whose scheduler ignores
+/// them (iocost reads v2 `io.weight` where `io.cost.qos` enables it for
+/// the device; BFQ reads `io.bfq.weight` on v2, `blkio.bfq.weight` on v1).
 #[allow(clippy::too_many_arguments)]
 fn weight_notes(
     b: &BatchSection,
@@ -431,19 +481,34 @@ fn weight_notes(
     notes: &mut Vec<String>,
 ) {
     let v2 = h.is_v2(Controller::Io);
-    let file = KnobKind::IoWeight.files(v2)[0];
-    if !weight_offered(h, path, existing) {
+    let iocost_file = v2 && weight_offered(h, path, existing, KnobKind::IoWeight);
+    let bfq_kind = if v2 {
+        KnobKind::IoBfqWeight
+    } else {
+        KnobKind::IoWeight
+    };
+    let bfq_file = weight_offered(h, path, existing, bfq_kind);
+    let bfq_name = bfq_kind.files(v2)[0];
+    if !iocost_file && !bfq_file {
         notes.push(format!(
-            "batch {}: io_weight {w} divides the [io] budget only: this kernel offers no {file} \
-             ({})",
+            "batch {}: io_weight {w} divides the [io] budget only: the group offers no kernel \
+             I/O weight ({})",
             b.name,
             if v2 {
-                "the iocost controller"
+                "neither io.weight, the iocost controller's, nor io.bfq.weight: the BFQ \
+                 scheduler is not loaded"
             } else {
-                "BFQ is not built in"
+                "no blkio.bfq.weight: BFQ is not built in or not loaded"
             }
         ));
         return;
+    }
+    if bfq_file && w > 1000 {
+        notes.push(format!(
+            "batch {}: io_weight {w} is above BFQ's range: {bfq_name} = {}",
+            b.name,
+            bfq_weight(w)
+        ));
     }
     let mut devices: Vec<Device> = io_max
         .iter()
@@ -461,21 +526,19 @@ fn weight_notes(
         let Ok(dev) = describe_device(d) else {
             continue;
         };
-        let honoured = if v2 {
-            dev.scheduler == "bfq" || iocost_enabled(h, d)
-        } else {
-            dev.scheduler == "bfq"
-        };
+        let honoured =
+            (bfq_file && dev.scheduler == "bfq") || (iocost_file && iocost_enabled(h, d));
         if !honoured {
             notes.push(format!(
-                "batch {}: {file} = {w} is set, but device {dev} uses the {} scheduler, which \
-                 ignores it ({}); the weight still divides the [io] budget",
+                "batch {}: its I/O weight {w} is set, but device {dev} uses the {} scheduler, \
+                 which ignores it ({}); the weight still divides the [io] budget",
                 b.name,
                 dev.scheduler,
                 if v2 {
-                    "io.weight needs iocost enabled in io.cost.qos, or BFQ"
+                    "io.weight needs iocost enabled for the device in io.cost.qos, \
+                     io.bfq.weight the bfq scheduler"
                 } else {
-                    "blkio.bfq.weight needs BFQ"
+                    "blkio.bfq.weight needs the bfq scheduler"
                 }
             ));
         }
@@ -536,14 +599,26 @@ pub fn resolve_device(field: &str, s: &str) -> Result<BlockDevice, ConfigError> 
     let device = if s.starts_with('/') {
         use std::os::unix::fs::FileTypeExt;
         use std::os::unix::fs::MetadataExt;
-        let md = std::fs::metadata(s).map_err(|e| err(format!("no device {s}: {e}")))?;
-        if !md.file_type().is_block_device() {
-            return Err(err(format!("{s} is not a block device")));
-        }
-        let rdev = md.rdev();
-        Device {
-            major: libc::major(rdev),
-            minor: libc::minor(rdev),
+        match std::fs::metadata(s) {
+            Ok(md) => {
+                if !md.file_type().is_block_device() {
+                    return Err(err(format!("{s} is not a block device")));
+                }
+                let rdev = md.rdev();
+                Device {
+                    major: libc::major(rdev),
+                    minor: libc::minor(rdev),
+                }
+            }
+            // a private /dev (a unit's PrivateDevices=yes, as the packaged
+            // one has) holds no block device: a kernel name is looked up
+            // in sysfs instead
+            Err(e) => sysfs_device(s).ok_or_else(|| {
+                err(format!(
+                    "no device {s}: {e} (under a unit with PrivateDevices=yes, name a disk \
+                     by its kernel name, /dev/NAME, or by number)"
+                ))
+            })?,
         }
     } else {
         s.parse::<Device>().map_err(|e| {
@@ -570,6 +645,17 @@ pub fn resolve_device(field: &str, s: &str) -> Result<BlockDevice, ConfigError> 
         )));
     }
     Ok(dev)
+}
+
+/// The numbers of `/dev/NAME` from sysfs (`/sys/class/block/NAME/dev`),
+/// whether or not this process's `/dev` shows the device.
+fn sysfs_device(path: &str) -> Option<Device> {
+    let name = path.strip_prefix("/dev/").filter(|n| !n.contains('/'))?;
+    std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Name and scheduler of a block device; an error naming it when it does
@@ -625,6 +711,9 @@ pub fn describe(iso: &IsolationPlan, groups: &[GroupPlan]) -> String {
         if let Some(w) = i.io_weight {
             parts.push(format!("I/O weight {w}"));
         }
+        if let Some(w) = i.io_bfq_weight {
+            parts.push(format!("BFQ weight {w}"));
+        }
         if i.egress {
             let (p, m) = iso.egress.unwrap_or((0, 0));
             parts.push(format!(
@@ -675,5 +764,24 @@ mod tests {
         assert!(e.reason.contains("not a block device"), "{e}");
         let e = resolve_device("io.device", "sda").unwrap_err();
         assert!(e.reason.contains("major:minor"), "{e}");
+    }
+
+    #[test]
+    fn a_disk_is_found_by_its_kernel_name_without_its_dev_node() {
+        assert_eq!(sysfs_device("/dev/elfen-no-such-disk"), None);
+        assert_eq!(sysfs_device("/dev/mapper/x"), None);
+        // every block device of this machine, as sysfs lists them
+        let mut seen = 0;
+        for e in std::fs::read_dir("/sys/class/block").unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let want: Device = std::fs::read_to_string(e.path().join("dev"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert_eq!(sysfs_device(&format!("/dev/{name}")), Some(want), "{name}");
+            seen += 1;
+        }
+        assert!(seen > 0, "no block device in /sys/class/block");
     }
 }

@@ -576,3 +576,27 @@ pub fn tree(dir: &Path) -> Vec<(PathBuf, String)> {
     out.sort();
     out
 }
+
+/// `None` (the skip recorded with the need of this layout: the v1
+/// hierarchy `c`, or the v2 controller) unless the machine's hierarchy
+/// offers controller `c` (a v1 name: `memory`, `blkio`, …) to the daemon's
+/// groups. Call after [`live_ok`].
+pub fn controller_ok(test: &str, c: &str) -> Option<()> {
+    use elfen_cmd::skip::{Need, skip_test};
+    let h = cgroups();
+    let ctl = controller(c);
+    let Err(e) = h.controller_root(ctl) else {
+        return Some(());
+    };
+    let need = if h.is_v2(ctl) {
+        Need::CgroupV2(ctl.v2_name().unwrap_or(c).to_string())
+    } else {
+        Need::CgroupV1(c.to_string())
+    };
+    skip_test(
+        test,
+        need,
+        format!("the daemon's groups (cgroup {}): {e}", h.layout()),
+    );
+    None
+}
