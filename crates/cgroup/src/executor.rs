@@ -32,6 +32,8 @@ pub struct Executor {
     /// The group delegated to this process: no `cgroup.subtree_control`
     /// above it is written ([`Executor::set_delegated`]).
     delegated: Option<GroupPath>,
+    /// Threads whose affinity was set again after turning cpuset on.
+    affinities_kept: usize,
 }
 
 impl Executor {
@@ -46,7 +48,14 @@ impl Executor {
             state: StateStore { path: None, rec },
             restore_on_drop: false,
             delegated: None,
+            affinities_kept: 0,
         }
+    }
+
+    /// How many threads got back the affinity turning the cpuset
+    /// controller on took from them (v2, kernels before 6.2).
+    pub fn affinities_kept(&self) -> usize {
+        self.affinities_kept
     }
 
     /// An executor that records its changes in `state_file`. If the file
@@ -78,6 +87,7 @@ impl Executor {
                 },
                 restore_on_drop: false,
                 delegated: None,
+                affinities_kept: 0,
             };
             report = old.restore_all();
             if !old.state.rec.is_empty() {
@@ -108,6 +118,7 @@ impl Executor {
             },
             restore_on_drop: false,
             delegated: None,
+            affinities_kept: 0,
         };
         Ok((ex, report))
     }
@@ -134,6 +145,7 @@ impl Executor {
             },
             restore_on_drop: false,
             delegated: None,
+            affinities_kept: 0,
         };
         Ok(ex.restore_all())
     }
@@ -331,7 +343,16 @@ impl Executor {
             .iter()
             .map(|c| format!("+{}", c.v2_name().expect("v2 controller")))
             .collect();
-        fsio::write(&file, &value.join(" "))
+        // turning cpuset on resets the affinity of the tasks below on
+        // kernels before 6.2: the pinned ones get theirs back
+        let kept = missing
+            .contains(&Controller::Cpuset)
+            .then(|| crate::affinity::Kept::take(file.parent().expect("a group's file")));
+        fsio::write(&file, &value.join(" "))?;
+        if let Some(k) = kept {
+            self.affinities_kept += k.put_back();
+        }
+        Ok(())
     }
 
     /// A new v1 cpuset starts with empty `cpuset.cpus` and `cpuset.mems`

@@ -50,6 +50,7 @@
 
 #![deny(missing_docs)]
 
+mod affinity;
 mod apply;
 mod cpuset;
 mod error;

@@ -110,6 +110,16 @@ impl Daemon {
             self.groups.push(BatchGroup::setup(&mut ex, g, &env)?);
         }
         if let Some(ex) = &self.executor {
+            let kept = ex
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .affinities_kept();
+            if kept > 0 {
+                log(format!(
+                    "turning the cpuset controller on reset the CPU affinity of {kept} pinned \
+                     thread(s) in other groups (cgroup v2, kernels before 6.2): each got its own back"
+                ));
+            }
             self.isolation = Some(Isolation::start(plan, ex, &self.groups)?);
         }
         Ok(())
