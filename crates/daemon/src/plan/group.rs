@@ -41,9 +41,25 @@ pub(super) fn group_plan(
     let mut controllers = mode_controllers(b, &rungs, may_guard, idle);
     let (path, source, named) = group_source(i, b, ctx, &f)?;
     let existing = matches!(source, GroupSource::Existing);
+    let mut confined = b.confined();
+    if existing && idle_unconfinable(b, h, &path) {
+        // its manager keeps the cpuset off: idle's default confinement
+        // cannot be had, and saying so beats refusing to protect at all
+        confined = false;
+        controllers.retain(|&c| c != Controller::Cpuset);
+        notes.push(format!(
+            "batch {}: mode idle confines a group to the batch lanes by default, but {path} has no \
+             cpuset (the controller is off in its parent's cgroup.subtree_control, its manager's \
+             file): it runs on every CPU, the request lanes included, where a memory-streaming \
+             batch raised an LC's p99 x1.4-23 in our measurements (x0.9-1.1 confined). To confine \
+             it, have its manager turn cpuset on for it (systemd: AllowedCPUs= on the slice); \
+             confine = false says it is meant",
+            b.name
+        ));
+    }
     let owner = if existing {
         let files = elfen_cgroup::HostFiles::under(&ctx.config.host_root);
-        let writes_cpuset = b.confined() || b.mode == Mode::Blind;
+        let writes_cpuset = confined || b.mode == Mode::Blind;
         placement::owned_group_checks(i, b, &path, ctx.host, &files, writes_cpuset, notes)?
     } else {
         Owner::Operator
@@ -83,7 +99,7 @@ pub(super) fn group_plan(
         path,
         source,
         controllers,
-        confine: b.confined().then(|| batch_cpus.to_vec()),
+        confine: confined.then(|| batch_cpus.to_vec()),
         idle,
         cpu_yield,
         guard_cpus: may_guard.then(|| batch_cpus.to_vec()),
@@ -93,6 +109,17 @@ pub(super) fn group_plan(
         follows: b.follows(),
         iso: Default::default(),
     })
+}
+
+/// Whether `b` is an idle group confined by default (not by the config)
+/// whose existing v2 group has no cpuset files: its parent's manager keeps
+/// the controller off, so the daemon cannot confine it.
+fn idle_unconfinable(b: &crate::config::BatchSection, h: &Hierarchy, path: &GroupPath) -> bool {
+    b.mode == Mode::Idle
+        && b.confine.is_none()
+        && h.is_v2(Controller::Cpuset)
+        && h.group_dir(Controller::Cpuset, path)
+            .is_ok_and(|d| d.is_dir() && !d.join("cpuset.cpus").exists())
 }
 
 /// An existing group missing from the cpuset hierarchy that mode idle
