@@ -8,7 +8,7 @@
 use crate::contract::{self, ExitInfo, Stats};
 use crate::error::ScxError;
 use crate::kernel::{self, KernelState, SCHED_EXT};
-use crate::skel::{LanesSkel, LanesSkelBuilder};
+use crate::skel::{LanesSkel, LanesSkelBuilder, OpenLanesSkel};
 use elfen_bpf::LogCapture;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
@@ -159,6 +159,45 @@ pub fn sibling_table(siblings: &Siblings, nr_cpus: u32) -> Result<Vec<i32>, ScxE
     Ok(table)
 }
 
+/// A load error at `stage` carrying the tail of the libbpf log `log`
+/// captured (the verifier's words when it refused).
+pub(crate) fn load_error(
+    stage: &'static str,
+    log: &LogCapture,
+) -> impl FnOnce(libbpf_rs::Error) -> ScxError {
+    let log_tail = log.tail();
+    move |source| ScxError::Load {
+        stage,
+        source,
+        log_tail,
+    }
+}
+
+/// The scheduler's object opened in `storage`, its constants set: the
+/// CPU count, the sibling table and, when given, the slice (else the
+/// object's default).
+pub(crate) fn open_configured<'o>(
+    storage: &'o mut MaybeUninit<OpenObject>,
+    log: &LogCapture,
+    nr_cpus: u32,
+    siblings: &[i32],
+    slice_ns: Option<u64>,
+) -> Result<OpenLanesSkel<'o>, ScxError> {
+    let mut open = LanesSkelBuilder::default()
+        .open(storage)
+        .map_err(|e| load_error("open", log)(e))?;
+    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+        ro.nr_cpus = nr_cpus;
+        for (slot, s) in ro.sibling_of.iter_mut().zip(siblings) {
+            *slot = *s;
+        }
+        if let Some(ns) = slice_ns {
+            ro.slice_ns = ns;
+        }
+    }
+    Ok(open)
+}
+
 fn open_and_load(
     storage: &'static mut MaybeUninit<OpenObject>,
     nr_cpus: u32,
@@ -166,25 +205,8 @@ fn open_and_load(
     slice_ns: u64,
 ) -> Result<LanesSkel<'static>, ScxError> {
     let log = LogCapture::start();
-    let err = |stage: &'static str, log: &LogCapture| {
-        let log_tail = log.tail();
-        move |source| ScxError::Load {
-            stage,
-            source,
-            log_tail,
-        }
-    };
-    let mut open = LanesSkelBuilder::default()
-        .open(storage)
-        .map_err(|e| err("open", &log)(e))?;
-    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-        ro.nr_cpus = nr_cpus;
-        for (slot, s) in ro.sibling_of.iter_mut().zip(siblings) {
-            *slot = *s;
-        }
-        ro.slice_ns = slice_ns;
-    }
-    open.load().map_err(|e| err("load", &log)(e))
+    let open = open_configured(storage, &log, nr_cpus, siblings, Some(slice_ns))?;
+    open.load().map_err(|e| load_error("load", &log)(e))
 }
 
 /// Loads the scheduler: checks that this kernel has sched_ext and that no

@@ -6,11 +6,10 @@
 use crate::contract;
 use crate::error::ScxError;
 use crate::kernel;
-use crate::scheduler::{Siblings, sibling_table};
-use crate::skel::LanesSkelBuilder;
+use crate::scheduler::{Siblings, load_error, open_configured, sibling_table};
 use elfen_bpf::LogCapture;
 use libbpf_rs::OpenObject;
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::OpenSkel;
 use std::mem::MaybeUninit;
 
 /// The scheduler's programs: its `sched_ext_ops` callbacks, then the
@@ -44,23 +43,7 @@ fn load_only(
     siblings: &[i32],
 ) -> Result<(), ScxError> {
     let log = LogCapture::start();
-    let err = |stage: &'static str, log: &LogCapture| {
-        let log_tail = log.tail();
-        move |source| ScxError::Load {
-            stage,
-            source,
-            log_tail,
-        }
-    };
-    let mut open = LanesSkelBuilder::default()
-        .open(storage)
-        .map_err(|e| err("open", &log)(e))?;
-    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-        ro.nr_cpus = nr_cpus;
-        for (slot, s) in ro.sibling_of.iter_mut().zip(siblings) {
-            *slot = *s;
-        }
-    }
+    let mut open = open_configured(storage, &log, nr_cpus, siblings, None)?;
     let ops = open.struct_ops.elfen_lanes_mut();
     let keep = |name: &str| name == program;
     let none = std::ptr::null_mut();
@@ -89,11 +72,11 @@ fn load_only(
         open.maps
             .elfen_lanes
             .set_autocreate(false)
-            .map_err(|e| err("open", &log)(e))?;
+            .map_err(|e| load_error("open", &log)(e))?;
     } else {
         open.progs.elfen_lanes_switch.set_autoload(false);
     }
-    let loaded = open.load().map_err(|e| err("load", &log)(e))?;
+    let loaded = open.load().map_err(|e| load_error("load", &log)(e))?;
     drop(loaded);
     Ok(())
 }
