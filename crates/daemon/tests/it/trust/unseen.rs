@@ -34,22 +34,19 @@ fn pin(pid: u32, cpu: u32) {
     assert_eq!(rc, 0, "pinning pid {pid} to cpu {cpu}");
 }
 
-#[test]
-fn an_lc_its_request_lanes_never_see_is_said_until_it_is_seen() {
-    let Some(()) = live_ok("an_lc_its_request_lanes_never_see_is_said_until_it_is_seen") else {
-        return;
-    };
-    let _one = serial();
-    let name = unique("v");
+/// A daemon set-up (LC unseen after a 1 s window) with a `mode` group
+/// running the spin helper, and its LC, named after `tag`, busy on cpu 1 —
+/// the batch lane — while its request lane is cpu 0, found by its name.
+fn lc_off_its_request_lane(tag: &str, mode: &str) -> (super::Setup, Proc) {
+    let name = unique(tag);
     let name = name[name.len() - 15..].to_string();
     let s = setup(
         &format!("{name}\"\nunseen_window_ms = 1000 #"),
         "",
         &format!(
-            "[[batch]]\nname = \"spin\"\nmode = \"idle\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
+            "[[batch]]\nname = \"spin\"\nmode = \"{mode}\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
         ),
     );
-    // the LC on cpu 1 — the batch lane — while its request lane is cpu 0
     let lc = lc_helper(
         &name,
         &[
@@ -62,6 +59,16 @@ fn an_lc_its_request_lanes_never_see_is_said_until_it_is_seen() {
     assert!(wait_until(Duration::from_secs(5), || {
         elfen_daemon::lc::find_by_name(&name).contains(&lc.pid())
     }));
+    (s, lc)
+}
+
+#[test]
+fn an_lc_its_request_lanes_never_see_is_said_until_it_is_seen() {
+    let Some(()) = live_ok("an_lc_its_request_lanes_never_see_is_said_until_it_is_seen") else {
+        return;
+    };
+    let _one = serial();
+    let (s, lc) = lc_off_its_request_lane("v", "idle");
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
     d.wait_for(
@@ -130,24 +137,7 @@ fn an_lc_blind_isolation_follows_off_its_request_lanes_is_seen() {
         return;
     };
     let _one = serial();
-    let name = unique("b");
-    let name = name[name.len() - 15..].to_string();
-    let s = setup(
-        &format!("{name}\"\nunseen_window_ms = 1000 #"),
-        "",
-        &format!(
-            "[[batch]]\nname = \"spin\"\nmode = \"blind\"\ncommand = [\"{BIN}\", \"spin-helper\"]\n"
-        ),
-    );
-    let lc = lc_helper(
-        &name,
-        &[
-            "--cpu=1",
-            "--busy-us=500",
-            "--idle-min-us=500",
-            "--idle-max-us=1500",
-        ],
-    );
+    let (s, lc) = lc_off_its_request_lane("b", "blind");
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
     d.wait_for(
