@@ -53,8 +53,9 @@ scripts/vmtest.sh --profile debug
 
 step "VM test bed, sched_ext guest: elfen's sched_ext scheduler on Debian 13's backports kernel 7.3 (docs/vmtest.md, docs/scx.md)"
 # its own output directory beside the first run's; the daemon's tests and the
-# scenarios ran in the step above, this guest runs what needs its kernel
+# scenarios ran in the step above, this guest runs what needs its kernel: the
+# scheduler's tests and the daemon's mode scx
 ELFEN_VM_OUT="${ELFEN_VM_OUT:-$PWD/target/vmtest}-trixie" \
-  scripts/vmtest.sh --profile debug --guest trixie --select '^elfen-scx/'
+  scripts/vmtest.sh --profile debug --guest trixie --select '^elfen-scx/|^elfen-daemon/it scx_live::'
 
 step "all tests passed"

@@ -84,9 +84,13 @@ mirror_lines() {
 # What the tests run in the guest need of it, checked in the built root before
 # it becomes the image (a package that no longer ships them fails the build,
 # not the tests): programs, and kernel modules (a .ko of the guest's kernel,
-# or built in).
+# or built in; overlay is podman's storage driver).
 GUEST_PROGRAMS=(bash dd ip tc losetup modprobe)
-GUEST_MODULES=(loop veth sch_prio bfq)
+# the containers scenario's engine, in a profile whose package list has it
+if grep -qx 'podman' "$VM_DIR/$VM_PACKAGES_LIST"; then
+  GUEST_PROGRAMS+=(podman crun conmon)
+fi
+GUEST_MODULES=(loop veth sch_prio bfq overlay)
 
 # check_guest STAGE: says what is missing, fails if anything is.
 check_guest() {
@@ -122,6 +126,25 @@ remove_tree() {
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done < <(awk -v d="$d" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r)
   rm -rf --one-file-system "$d"
+}
+
+# container_root STAGE: the root file system of the containers scenario's
+# containers (no registry in the guest): a tar of a tree with Debian's merged
+# /usr links and nothing else, at /opt/elfen/container-root.tar; the scenario
+# imports it (podman import) and runs it with the guest's /usr mounted read
+# only, so the container runs the guest's programs and libraries (elfen, sh)
+# in cgroups and namespaces of its own.
+container_root() {
+  local stage="$1" tree d
+  tree=$(mktemp -d)
+  mkdir -p "$tree"/{usr,etc,dev,proc,sys,tmp,run,root}
+  for d in bin sbin lib lib64; do ln -s "usr/$d" "$tree/$d"; done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$tree/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$tree/etc/group"
+  chmod 1777 "$tree/tmp"
+  mkdir -p "$stage/opt/elfen"
+  tar -C "$tree" --numeric-owner --owner=0 --group=0 -cf "$stage/opt/elfen/container-root.tar" .
+  rm -rf "$tree"
 }
 
 build() {
@@ -167,6 +190,7 @@ build() {
     systemd-timesyncd.service nginx.service; do
     ln -sf /dev/null "$stage/etc/systemd/system/$u"
   done
+  container_root "$stage"
   dpkg-query --admindir="$stage/var/lib/dpkg" -W -f '${Package} ${Version}\n' >"$out/packages.txt"
   check_guest "$stage"
 

@@ -16,10 +16,10 @@
 use crate::record::LatencyWindow;
 use anyhow::{Context, bail};
 use elfen_bench::lc::text::TextProtocol;
-use elfen_bench::lc::wire::{self, Kind, Response, Status};
 use elfen_bench::load::{Clock, MonoClock, mono_ns, new_histogram};
 use elfen_bench::spec::KvSpec;
 use elfen_cmd::proc::SchedClass;
+use elfen_wire::{self as wire, Kind, Response, Status};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};

@@ -1,5 +1,9 @@
 //! # elfen-advise — HIS's profiler for an LC service, and the knob that fits it
 //!
+//! A **product** crate: part of what an operator runs
+//! (`docs/architecture.md`); its use of the harness (`elfen-bench`,
+//! `elfen-kernels`) is an edge still to remove.
+//!
 //! `elfen advise --comm redis-server --latency-probe redis@127.0.0.1:6390`
 //! measures an LC service under its real load — alone, then next to short
 //! probes of each resource (a compute hog at the LC's priority and at

@@ -64,6 +64,20 @@ pub enum BenchError {
 /// Shorthand.
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
+/// An external service's start-up error as the harness's own: the same
+/// message, and a Ctrl-C stays [`BenchError::Interrupted`].
+impl From<elfen_wire::LaunchError> for BenchError {
+    fn from(e: elfen_wire::LaunchError) -> BenchError {
+        use elfen_wire::LaunchError as L;
+        match e {
+            L::Config(m) => BenchError::Config(m),
+            L::Service(m) => BenchError::Service(m),
+            L::Io { what, source } => BenchError::Io { what, source },
+            L::Interrupted => BenchError::Interrupted,
+        }
+    }
+}
+
 impl BenchError {
     /// An [`BenchError::Io`] with context.
     pub fn io(what: impl Into<String>, source: std::io::Error) -> BenchError {

@@ -1,5 +1,9 @@
 //! # elfen-bench — the experiment harness
 //!
+//! A **lab** crate: harness, measurement or workload
+//! (`docs/architecture.md`); no product crate depends on it but
+//! `elfen-trace` and `elfen-advise`, edges still to remove.
+//!
 //! Answers "how much utilization does elfen recover, and what does it cost
 //! my p99?" with one command (`elfen bench`), on the machine at hand,
 //! against honest baselines, for any LC service that speaks the LC wire

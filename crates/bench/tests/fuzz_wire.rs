@@ -6,10 +6,10 @@
 
 use elfen_bench::lc::Protocol;
 use elfen_bench::lc::requests::{Request, RequestSet};
-use elfen_bench::lc::wire::{self, Kind, RequestHeader, Response, Status};
 use elfen_bench::load::client::{GeneratorPlace, InvocationPlan, Responses, run_invocation};
 use elfen_bench::spec::RequestsKind;
 use elfen_cmd::proc::SchedClass;
+use elfen_wire::{self as wire, Kind, RequestHeader, Response, Status};
 use proptest::prelude::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;

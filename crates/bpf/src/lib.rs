@@ -1,5 +1,8 @@
 //! # elfen-bpf — the kernel signal source for unmodified LC services
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! An LC service that uses the LC API publishes its own busy state on the
 //! signal page (`elfen_runtime::LcLane`). For one nobody can change, a
 //! daemon learns from the kernel which CPU runs an LC thread and writes

@@ -1,5 +1,8 @@
 //! # elfen-capi — libelfen, the C ABI of elfen
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! Builds `libelfen.so` and `libelfen.a` (and an rlib for Rust users of the
 //! same state) behind `bindings/c/elfen.h`:
 //!

@@ -1,6 +1,9 @@
 //! `elfen-cgroup`: the **cgroup executor** — the one piece of elfen that
 //! writes cgroup files.
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! Strategies (the harness's configurations, a daemon's blind-isolation
 //! loop) compute values; the [`Executor`] writes them (koordinator's
 //! split). It

@@ -1,9 +1,12 @@
 //! `elfen`: the command-line entry point. A thin main: each crate owns its
 //! subcommands (`elfen_micro::cli`, `elfen_bench::cli`, `elfen_sim::cli`,
-//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`, `elfen_proxy::cli`,
-//! `elfen_trace::cli`, `elfen_isobench::cli`, `elfen_advise::cli`) and this file only dispatches
-//! to them and prints
-//! errors.
+//! `elfen_bpf::cli`, `elfen_ops::cli`, `elfen_daemon::cli`,
+//! `elfen_proxybench::cli` (with `elfen_proxy::cli`), `elfen_trace::cli`,
+//! `elfen_isobench::cli`, `elfen_advise::cli`) and this file only
+//! dispatches to them and prints errors.
+//!
+//! Both product and lab: the one binary carries `elfen daemon` and
+//! `elfen bench` alike (`docs/architecture.md`).
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,7 +37,7 @@ enum Cmd {
     #[command(flatten)]
     Daemon(elfen_daemon::cli::Command),
     #[command(flatten)]
-    Proxy(elfen_proxy::cli::Command),
+    Proxy(elfen_proxybench::cli::Command),
     #[command(flatten)]
     Trace(elfen_trace::cli::Command),
     #[command(flatten)]

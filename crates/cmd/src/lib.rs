@@ -1,5 +1,8 @@
 //! # elfen-cmd — what every long-running elfen command shares
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! One behaviour for each thing `elfen bench`, `elfen micro`, `elfen sim`
 //! and `elfen daemon` all need, so they act alike:
 //!

@@ -1,5 +1,8 @@
 //! # elfen-daemon — protection for an LC service nobody can change
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! `elfen daemon --config FILE` lets batch work borrow the lanes an
 //! unmodified latency-critical (LC) service leaves idle:
 //!

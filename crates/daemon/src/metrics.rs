@@ -59,6 +59,8 @@ pub struct ModeState {
     pub fits: Option<(crate::config::Mode, crate::protection::fit::FitState)>,
     /// `auto`: the last contention (co-run / solo − 1).
     pub contention: Option<f64>,
+    /// The sched_ext scheduler it runs (mode scx).
+    pub scheduler: Option<crate::protection::SchedulerView>,
 }
 
 /// The daemon's CPU so far, split three ways, ns.
@@ -170,6 +172,13 @@ fn per_guard(s: &Snapshot, v: fn(&GuardCounts) -> Value) -> Vec<Sample> {
     s.guards
         .iter()
         .map(|g| (vec![g.lane.to_string(), g.cpu.to_string()], v(g)))
+        .collect()
+}
+
+fn per_scheduler(s: &Snapshot, v: fn(&crate::protection::SchedulerView) -> u64) -> Vec<Sample> {
+    s.modes
+        .iter()
+        .filter_map(|m| Some((vec![m.group.clone()], Value::Int(v(m.scheduler.as_ref()?)))))
         .collect()
 }
 
@@ -310,6 +319,35 @@ pub const DAEMON_METRICS: &[MetricDesc] = &[
                 .egress_packets
                 .map_or(Vec::new(), |p| one(Value::Int(p)))
         },
+    },
+    MetricDesc {
+        name: "elfen_scx_running",
+        kind: Kind::Gauge,
+        labels: &["group"],
+        help: "1 while the kernel runs the group's sched_ext scheduler, 0 once it unloaded it \
+               (absent in other modes)",
+        samples: |s| per_scheduler(s, |v| u64::from(v.running)),
+    },
+    MetricDesc {
+        name: "elfen_scx_lc_switch_ins_total",
+        kind: Kind::Counter,
+        labels: &["group"],
+        help: "LC tasks the sched_ext scheduler saw start on a CPU that ran none",
+        samples: |s| per_scheduler(s, |v| v.lc_in),
+    },
+    MetricDesc {
+        name: "elfen_scx_sibling_kicks_total",
+        kind: Kind::Counter,
+        labels: &["group"],
+        help: "Batch kicked off the SMT sibling of a CPU where an LC task started",
+        samples: |s| per_scheduler(s, |v| v.kick_preempt),
+    },
+    MetricDesc {
+        name: "elfen_scx_ran_held_total",
+        kind: Kind::Counter,
+        labels: &["group"],
+        help: "Batch tasks that started beside a running LC task (kicked off at once)",
+        samples: |s| per_scheduler(s, |v| v.ran_held),
     },
     MetricDesc {
         name: "elfen_cpuset_changes_total",

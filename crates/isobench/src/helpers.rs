@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use elfen_bench::lc::wire::{self, Kind, RequestHeader, Response, Status};
+use elfen_wire::{self as wire, Kind, RequestHeader, Response, Status};
 use rand::Rng;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,5 +1,8 @@
 //! # elfen-isobench — the daemon's isolation beyond the CPU, measured
 //!
+//! A **lab** crate: harness, measurement or workload
+//! (`docs/architecture.md`); no product crate depends on it.
+//!
 //! PerfIso isolates more than CPU: batch memory is limited and the lowest
 //! priority batch job is killed when the machine runs short, batch disk
 //! I/O is throttled, batch network traffic goes at low priority. The

@@ -1,5 +1,9 @@
 //! `elfen-kernels`: the batch kernels elfen's experiments run.
 //!
+//! A **lab** crate: harness, measurement or workload
+//! (`docs/architecture.md`); no product crate depends on it but
+//! `elfen-advise`, edges still to remove.
+//!
 //! Four kernels (the Elfen paper's §4 "Batch Workloads" plus Stream), each
 //! counting **work units** so progress can be measured:
 //!

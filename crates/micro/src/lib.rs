@@ -1,6 +1,9 @@
 //! `elfen-micro`: elfen's micro-benchmarks (`elfen micro`), the Elfen
 //! paper's Figure 8 done our way.
 //!
+//! A **lab** crate: harness, measurement or workload
+//! (`docs/architecture.md`); no product crate depends on it.
+//!
 //! | module | figure |
 //! |---|---|
 //! | [`toggle`] | step-aside and wake latency per nap backend |

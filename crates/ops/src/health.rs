@@ -126,6 +126,10 @@ pub struct ProtectionState {
     /// The guards' hold through idle gaps, µs (guard mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_us: Option<f64>,
+    /// The sched_ext scheduler (mode scx): running or why the kernel
+    /// unloaded it, and its counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<String>,
 }
 
 /// One batch group.
@@ -300,6 +304,7 @@ mod tests {
                     fit: Some("freeze UNFIT: cannot follow …".into()),
                     contention_pct: None,
                     hold_us: None,
+                    scheduler: None,
                 }),
                 named: Some("slice batch.slice".into()),
                 owner: Some("systemd (batch.slice)".into()),

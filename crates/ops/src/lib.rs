@@ -1,5 +1,8 @@
 //! # elfen-ops — the operator's commands over a signal page
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! What someone running elfen on a server uses to see and stop it, reading
 //! and writing the signal page directly — so they work whoever created the
 //! page (the daemon, a harness run, a service using the LC API) and also

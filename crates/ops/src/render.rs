@@ -170,6 +170,9 @@ fn daemon_health(o: &mut String, s: &PageStatus) {
         if let Some(h) = p.hold_us {
             parts.push(format!("hold {h:.0} µs"));
         }
+        if let Some(s) = &p.scheduler {
+            parts.push(s.clone());
+        }
         if p.switches > 0 {
             parts.push(format!(
                 "{} switches; last: {}",

@@ -1,5 +1,8 @@
 //! # elfen-policy — what a batch thread does at a check
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! A **policy** decides, each time a batch thread's *check* leaves its fast
 //! path, whether the thread keeps running batch code ([`Decision::Run`]) or
 //! *naps* ([`Decision::Nap`]) until its partner request lane changes state.

@@ -1,4 +1,5 @@
-//! `elfen proxy run`, `elfen proxy bench` and `elfen proxy demo-service`.
+//! `elfen proxy run` and `elfen proxy demo-service` (`elfen proxy bench`
+//! is the measurement crate's, `elfen-proxybench`).
 
 use crate::config::{HedgeMode, Protocol, ProxyConfig};
 use crate::proxy::Proxy;
@@ -8,35 +9,17 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// The proxy's subcommand.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Local-node redundancy for an LC service: a proxy in front of an
-    /// active and a backup replica that re-sends the requests in flight at a
-    /// paused replica (seen on its signal line) to the other one, swaps the
-    /// roles and warms the paused one; or a timeout hedge at a percentile.
-    Proxy(ProxyCommand),
-}
-
-/// `elfen proxy …`.
-#[derive(Debug, Args)]
-pub struct ProxyCommand {
-    #[command(subcommand)]
-    sub: Sub,
-}
-
+/// `elfen proxy run` and `elfen proxy demo-service`: the proxy's own
+/// subcommands. `elfen proxy` itself, with `bench` beside these, is
+/// assembled by the measurement crate (`elfen-proxybench`), so the proxy
+/// carries no measurement code.
 // Parsed once per process: the size difference between variants is moot.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
-enum Sub {
+pub enum Sub {
     /// Run the proxy until Ctrl-C (or --duration-s); print a status line
     /// every --status-s and the record at the end (--json PATH saves it).
     Run(RunArgs),
-    /// Benchmark: an LC service's replicas driven alone, through the proxy
-    /// (forwarding, local-node redundancy) and behind a timeout hedge, side
-    /// by side (configs/proxy/bench-*.toml; default: the proxy's added
-    /// latency); prints the table, saves JSON.
-    Bench(crate::bench::BenchArgs),
     /// A small LC service for tests and demonstrations (wire or HTTP/1.1)
     /// that publishes on a signal page and can be told to pause.
     DemoService(crate::demo::DemoArgs),
@@ -270,13 +253,11 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-impl Command {
+impl Sub {
     /// Runs the subcommand.
     pub fn run(self) -> anyhow::Result<()> {
-        let Command::Proxy(p) = self;
-        match p.sub {
+        match self {
             Sub::Run(a) => run(a),
-            Sub::Bench(a) => crate::bench::run(a),
             Sub::DemoService(a) => crate::demo::run(a),
         }
     }

@@ -23,10 +23,10 @@
 
 use anyhow::Context;
 use clap::Args;
-use elfen_bench::lc::wire::{self, Kind, RequestHeader, Response, Status};
 use elfen_runtime::LcLane;
 use elfen_shm::clock::monotonic_ns as mono_ns;
 use elfen_shm::{Access, Page};
+use elfen_wire::{self as wire, Kind, RequestHeader, Response, Status};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -31,9 +31,10 @@ pub enum ProxyError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The load generator or the harness failed.
+    /// A replica's command template is invalid, or a service started
+    /// from one failed (names the command and the tail of its stderr).
     #[error("{0}")]
-    Bench(#[from] elfen_bench::BenchError),
+    Launch(#[from] elfen_wire::LaunchError),
     /// Ctrl-C or SIGTERM.
     #[error("interrupted")]
     Interrupted,

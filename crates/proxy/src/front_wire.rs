@@ -9,7 +9,7 @@
 use crate::engine::{Deliver, Engine, WireClient};
 use crate::message::Request;
 use bytes::Bytes;
-use elfen_bench::lc::wire::{self, Kind, RequestHeader, Response, Status};
+use elfen_wire::{self as wire, Kind, RequestHeader, Response, Status};
 use std::io::{BufReader, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Replicas the proxy **starts** from a command template — the harness's
 //! convention for external LC services (`docs/lc-protocol.md`): `{port}`,
 //! `{cpu}`, `{side_cpus}`, `{page}`, `{lane}` and `{lc_signal}` substituted
-//! and passed as `ELFEN_*` variables (`elfen_bench::lc::external::Launch`).
+//! and passed as `ELFEN_*` variables (`elfen_wire::launch::Launch`).
 //! A replica runs in its own process group, its stderr's tail is kept for
 //! messages, it is ready when it answers (a wire ping, or any HTTP answer),
 //! and it is stopped with SIGTERM, then SIGKILL, and reaped — on drop too,
@@ -10,7 +10,7 @@
 use crate::config::Protocol;
 use crate::error::{ProxyError, Result};
 use crate::message::ping_bytes;
-use elfen_bench::lc::external::Launch;
+use elfen_wire::launch::Launch;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -41,11 +41,10 @@ pub fn answers(protocol: Protocol, addr: SocketAddr) -> bool {
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     match protocol {
         Protocol::Wire => {
-            let mut b = [0u8; elfen_bench::lc::wire::RESPONSE_BYTES];
+            let mut b = [0u8; elfen_wire::RESPONSE_BYTES];
             s.write_all(&ping_bytes()).is_ok()
                 && s.read_exact(&mut b).is_ok()
-                && elfen_bench::lc::wire::Response::decode(&b).status
-                    == elfen_bench::lc::wire::Status::Ok
+                && elfen_wire::Response::decode(&b).status == elfen_wire::Status::Ok
         }
         Protocol::Http => {
             let req = format!("GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");

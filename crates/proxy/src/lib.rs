@@ -1,5 +1,8 @@
 //! # elfen-proxy — local-node redundancy for an LC service
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! Tailor's proxy (thesis ch. 4): an **active** and a **backup** replica
 //! of a latency-critical service on the same node, each on its own request
 //! lane. When the active replica is paused — a stop-the-world collection,
@@ -26,14 +29,13 @@
 //! | the assembled proxy | [`proxy`] |
 //! | the record, the status line, Prometheus metrics | [`status`], [`metrics`] |
 //! | a small LC service for tests and demonstrations, with injectable pauses | [`demo`] |
-//! | `elfen proxy bench`: added latency; alone vs proxy vs timeout hedge | [`bench`](mod@bench) |
-//! | `elfen proxy run / bench / demo-service` | [`cli`] |
+//! | `elfen proxy run / demo-service` | [`cli`] |
 //!
 //! `docs/proxy.md` says how to run it, what each signal means and what was
-//! measured.
+//! measured; `elfen proxy bench` (alone vs proxy vs timeout hedge, the
+//! ladder) lives with the lab, in `elfen-proxybench`.
 #![deny(missing_docs)]
 
-pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -11,7 +11,7 @@
 //! answers come back in order.
 
 use bytes::Bytes;
-use elfen_bench::lc::wire::{self, Kind, RequestHeader, Response, Status};
+use elfen_wire::{self as wire, Kind, RequestHeader, Response, Status};
 use std::hash::{Hash, Hasher};
 use std::io::{self, BufRead, Read};
 

@@ -50,7 +50,7 @@ pub struct ProcSlot {
     /// The running process (none while restarting).
     pub spawned: Option<Spawned>,
     /// How it was started.
-    pub launch: elfen_bench::lc::external::Launch,
+    pub launch: elfen_wire::launch::Launch,
     /// Its extra environment.
     pub env: BTreeMap<String, String>,
     /// A restart is under way.

@@ -1,6 +1,9 @@
 //! # elfen-results — the result file every experiment writes, and the
 //! questions asked of it
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! One JSON file per run, in the spirit of resctl-bench: the **spec** that
 //! was run, the **system** it ran on, what the run **resolved** ([`Run`]:
 //! capacity, loads, SLO, budgets, lanes), the **raw record** (one [`Rep`]

@@ -1,5 +1,8 @@
 //! # elfen-runtime — the LC API and the batch API over the signal page
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! An LC service and the batch threads that borrow its idle CPU talk through
 //! the **signal page** (`elfen-shm`, `docs/protocol.md`): per **lane** (one
 //! logical CPU) an LC line written by the LC thread, a batch line written by

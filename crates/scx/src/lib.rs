@@ -1,5 +1,8 @@
 //! # elfen-scx — Elfen's lanes in the kernel: a sched_ext scheduler
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! On a kernel with sched_ext (`CONFIG_SCHED_CLASS_EXT`, Linux 6.12+), a
 //! BPF program can schedule a chosen set of tasks. This crate's scheduler,
 //! `src/bpf/lanes.bpf.c` (a struct_ops program, loaded with libbpf-rs),

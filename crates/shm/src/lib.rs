@@ -1,5 +1,8 @@
 //! # elfen-shm — the signal page
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! The shared-memory contract between an LC service, the batch threads that
 //! borrow its idle lanes, and the controller: a versioned fixed layout
 //! ([`layout`]) in a page file under `/dev/shm` and a System V

@@ -1,5 +1,8 @@
 //! # elfen-sim — the discrete-event simulator
 //!
+//! A **lab** crate: harness, measurement or workload
+//! (`docs/architecture.md`); no product crate depends on it.
+//!
 //! Carries elfen's claims from the machine at hand to 2-way SMT
 //! servers with dozens of cores and to fleets of them, and reproduces the
 //! Elfen paper's figures (`docs/reproduction.md`).

@@ -1,5 +1,8 @@
 //! `elfen-topo`: **lanes** for the elfen co-location runtime.
 //!
+//! A **product** crate: part of what an operator installs, runs or links
+//! (`docs/architecture.md`); it depends on no lab crate.
+//!
 //! Vocabulary (shared by every elfen crate):
 //!
 //! - **lane**: one logical CPU (hardware thread), identified by its CPU id.

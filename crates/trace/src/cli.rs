@@ -639,7 +639,7 @@ fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
 /// A service `elfen trace overhead` started, with its page; stopped and
 /// removed on drop.
 struct Started {
-    service: elfen_bench::lc::external::External,
+    service: elfen_wire::launch::External,
     page: PathBuf,
     addr: std::net::SocketAddr,
     _page: elfen_shm::Page,
@@ -668,7 +668,7 @@ impl Started {
             .context("finding a free port")?
             .port();
         let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-        let launch = elfen_bench::lc::external::Launch {
+        let launch = elfen_wire::launch::Launch {
             command: command.to_string(),
             vars: vec![
                 ("port", port.to_string()),
@@ -681,7 +681,7 @@ impl Started {
             startup_timeout: Duration::from_secs(180),
         };
         eprintln!("elfen trace overhead: starting {command}");
-        let service = match elfen_bench::lc::external::External::start(&launch, addr, stop) {
+        let service = match elfen_wire::launch::External::start(&launch, addr, stop) {
             Ok(s) => s,
             Err(e) => {
                 drop(page);

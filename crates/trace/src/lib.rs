@@ -1,5 +1,9 @@
 //! # elfen-trace — a request-level hazard profiler (Tailor)
 //!
+//! A **product** crate: part of what an operator runs
+//! (`docs/architecture.md`); its use of the harness (`elfen-bench`) is an
+//! edge still to remove.
+//!
 //! What delayed an LC service's slow requests, request by request (the
 //! thesis's chapter 4): BPF records, around one service's tasks and the
 //! lanes of interest, its context switches, wake-up chains, page faults,

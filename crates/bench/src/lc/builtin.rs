@@ -1,5 +1,5 @@
 //! The built-in **LC service**: a TCP server on 127.0.0.1 speaking the LC
-//! wire protocol ([`crate::lc::wire`]) with
+//! wire protocol ([`elfen_wire`]) with
 //!
 //! - an *acceptor* and one *dispatcher* thread per connection, on the side
 //!   CPUs (real-time priority where permitted), that read requests and
@@ -20,12 +20,12 @@
 
 use crate::error::{BenchError, Result};
 use crate::lc::chase::Chase;
-use crate::lc::wire::{self, Kind, RequestHeader, Response, Status};
 use elfen_cmd::proc::SchedClass;
 use elfen_results::Distribution;
 use elfen_runtime::LcLane;
 use elfen_shm::Page;
 use elfen_shm::clock::monotonic_ns as mono_ns;
+use elfen_wire::{self as wire, Kind, RequestHeader, Response, Status};
 use std::collections::VecDeque;
 use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -464,7 +464,7 @@ pub fn is_timeout(e: &std::io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lc::wire::request_bytes;
+    use elfen_wire::request_bytes;
 
     #[test]
     fn a_taken_port_is_a_clear_error() {

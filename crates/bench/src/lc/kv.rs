@@ -6,11 +6,11 @@
 //! last-level cache's. It publishes nothing: its busy state comes from
 //! the kernel (`--lc-signal bpf`) or nobody.
 
-use super::external::{self, External, Spawn};
 use super::text::{self, TextProtocol};
 use super::{LcService, Protocol};
 use crate::error::{BenchError, Result};
 use crate::spec::KvSpec;
+use elfen_wire::launch::{self as external, External, Spawn};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -77,7 +77,7 @@ impl KvService {
         let argv = kv
             .command
             .iter()
-            .map(|a| external::fill(a, &vars, "lc.kv.command"))
+            .map(|a| external::fill(a, &vars, "lc.kv.command").map_err(BenchError::from))
             .collect::<Result<Vec<_>>>()?;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let p = Arc::clone(&proto);
@@ -139,7 +139,7 @@ impl LcService for KvService {
         Vec::new()
     }
     fn check(&mut self) -> Result<()> {
-        self.ext.check_alive()
+        Ok(self.ext.check_alive()?)
     }
     fn protocol(&self) -> Protocol {
         Protocol::Text(Arc::clone(&self.proto))

@@ -1,6 +1,6 @@
 //! **Lucene** (`bindings/java/lucene`) as the harness's LC service:
 //! `elfen bench --lc lucene`. The service is an external one
-//! ([`super::external`]) — `elfen-lucene serve`, a Lucene 10 search server
+//! ([`elfen_wire::launch`]) — `elfen-lucene serve`, a Lucene 10 search server
 //! speaking the LC wire protocol and publishing through the Java binding's
 //! `LcLane` — sent the tasks file's term queries.
 //!

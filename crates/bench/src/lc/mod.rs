@@ -1,10 +1,10 @@
 //! **LC services** the harness drives, behind one interface
-//! ([`LcService`]), all over one wire protocol ([`wire`],
+//! ([`LcService`]), all over one wire protocol ([`elfen_wire`],
 //! `docs/lc-protocol.md`):
 //!
 //! - [`builtin`]: the pointer-chase service in the harness's own process
 //!   (the default), or in its own process as `elfen serve` ([`serve`]);
-//! - [`external`]: any server started from a command line — `elfen serve`,
+//! - external ([`elfen_wire::launch`]): any server started from a command line — `elfen serve`,
 //!   the Lucene search server ([`lucene`]: `--lc lucene`), or one of yours;
 //! - [`kv`]: an unmodified key-value server in its own protocol ([`text`]:
 //!   RESP or text lines) — Redis, memcached, any `[lc.kv]`.
@@ -17,14 +17,12 @@
 
 pub mod builtin;
 pub mod chase;
-pub mod external;
 pub mod kv;
 pub mod lucene;
 pub mod requests;
 pub mod serve;
 pub mod tasks;
 pub mod text;
-pub mod wire;
 
 use crate::error::{BenchError, Result};
 use crate::spec::{BenchSpec, LcSignal, ServiceKind};
@@ -165,7 +163,7 @@ impl LcService for InProcess {
     }
 }
 
-struct Spawned(external::External, SocketAddr);
+struct Spawned(elfen_wire::launch::External, SocketAddr);
 
 impl LcService for Spawned {
     fn describe(&self) -> String {
@@ -181,7 +179,7 @@ impl LcService for Spawned {
         Vec::new()
     }
     fn check(&mut self) -> Result<()> {
-        self.0.check_alive()
+        Ok(self.0.check_alive()?)
     }
 }
 
@@ -239,7 +237,7 @@ pub fn start(
                 // the built-in service with the kernel signal: in its own process
                 _ => builtin_serve_command(&at.elfen_exe, spec),
             };
-            let launch = external::Launch {
+            let launch = elfen_wire::launch::Launch {
                 command,
                 vars: vec![
                     ("port", port.to_string()),
@@ -251,7 +249,7 @@ pub fn start(
                 ],
                 startup_timeout: Duration::from_secs_f64(spec.lc.startup_timeout_s),
             };
-            let ext = external::External::start(&launch, addr, stop)?;
+            let ext = elfen_wire::launch::External::start(&launch, addr, stop)?;
             Ok(Box::new(Spawned(ext, addr)))
         }
     }

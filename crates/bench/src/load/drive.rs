@@ -8,7 +8,6 @@
 //! it, prints the latency percentiles (from intended send times) and
 //! stops what it started.
 
-use crate::lc::external::{External, Launch};
 use crate::lc::kv::KvService;
 use crate::lc::text::TextProtocol;
 use crate::lc::{LcService, Protocol, requests};
@@ -18,6 +17,7 @@ use crate::spec::{DemandSpec, KvSpec, RequestsKind};
 use anyhow::{Context, bail};
 use clap::Args;
 use elfen_cmd::proc::SchedClass;
+use elfen_wire::launch::{External, Launch};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::io::Write;

@@ -425,6 +425,10 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         policy: elfen_policy::PolicyConfig::simple(elfen_policy::PolicyKind::BorrowIdle),
         // the daemon's default bound on real-time spinning
         spin: GuardSection::default().spin_bound().0,
+        rescan: std::time::Duration::from_millis(
+            elfen_daemon::config::LcSection::default().rescan_ms,
+        ),
+        scx_pairs: None,
     };
     let env = Arc::new(Env::new(
         Arc::clone(&rig.page),

@@ -7,7 +7,7 @@ pub mod queue;
 
 use clap::Parser;
 use elfen_bench::cli::BenchArgs;
-use elfen_bench::lc::wire::{self, Kind, RequestHeader, Response, Status};
+use elfen_wire::{self as wire, Kind, RequestHeader, Response, Status};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -15,10 +15,10 @@
 //!    Figure 9b) for the second request too.
 
 use elfen_bench::lc::builtin::{self, Service, ServiceConfig};
-use elfen_bench::lc::wire::{self, Kind, Response};
 use elfen_cmd::proc::SchedClass;
 use elfen_runtime::{BatchOptions, BatchStats, BatchThread, NapChoice};
 use elfen_shm::{Page, PageSpec, state};
+use elfen_wire::{self as wire, Kind, Response};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;

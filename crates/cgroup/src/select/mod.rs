@@ -14,7 +14,7 @@
 //! |---|---|
 //! | `unit = "redis.service"` | `systemctl show -p ControlGroup` when asked and systemd runs; else the directory named so (the shallowest; two at one depth are ambiguous) |
 //! | `slice = "batch-nightly.slice"` | `batch.slice/batch-nightly.slice` (systemd's rule: each `-` opens a parent slice) |
-//! | `container = ID or NAME` | a directory `docker-ID….scope`, `libpod-ID….scope`, `cri-containerd-ID….scope`, `crio-ID….scope` (systemd drivers) or `ID…` (cgroupfs drivers); an id is 12 to 64 hex digits, a prefix of the full id; a name is looked up in docker's `containers/*/config.v2.json` and podman's `containers.json` |
+//! | `container = ID or NAME` | a directory `docker-ID….scope`, `libpod-ID….scope`, `cri-containerd-ID….scope`, `crio-ID….scope` (systemd drivers) or `ID…` (cgroupfs drivers); an id is 12 to 64 hex digits, a prefix of the full id; a name is looked up in docker's `containers/*/config.v2.json` and podman's `containers.json` (one name under two engines is refused, both named) |
 //! | `pod_uid = UID` | `pod<UID>` (kubelet's cgroupfs driver) or `kubepods[-QOS]-pod<UID with _>.slice` (systemd driver) |
 //! | `pod = "NAMESPACE/NAME"` | its UID from the kubelet's log directories `/var/log/pods/<ns>_<name>_<uid>`, then as `pod_uid` |
 //! | `qos = "burstable"` … | `kubepods/burstable`, `kubepods.slice/kubepods-burstable.slice` (besteffort alike); `guaranteed`: every pod directly under `kubepods` |

@@ -155,6 +155,32 @@ fn systemd_units_and_slices() {
     assert!(e.to_string().contains("other.slice/redis.service"), "{e}");
 }
 
+/// docker's record of a container (`containers/<id>/config.v2.json`).
+fn docker_record(files: &Path, id: &str, name: &str) {
+    let dir = files.join("var/lib/docker/containers").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.v2.json"),
+        format!("{{\"ID\":\"{id}\",\"Name\":\"/{name}\",\"State\":{{\"Running\":true}}}}"),
+    )
+    .unwrap();
+}
+
+/// podman's (containers/storage's) list of containers, `(id, name)` each.
+fn podman_records(files: &Path, list: &[(&str, &str)]) {
+    let podman = files.join("var/lib/containers/storage/overlay-containers");
+    std::fs::create_dir_all(&podman).unwrap();
+    let items: Vec<String> = list
+        .iter()
+        .map(|(id, name)| format!("{{\"id\":\"{id}\",\"names\":[\"{name}\"]}}"))
+        .collect();
+    std::fs::write(
+        podman.join("containers.json"),
+        format!("[{}]", items.join(",")),
+    )
+    .unwrap();
+}
+
 #[test]
 fn containers_by_id_prefix_and_name() {
     let tmp = tempfile::tempdir().unwrap();
@@ -162,23 +188,8 @@ fn containers_by_id_prefix_and_name() {
     systemd_node(&root);
     let files = tmp.path();
     // docker's and podman's own records of names
-    let dir = files.join("var/lib/docker/containers").join(ctr('a'));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.v2.json"),
-        format!(
-            "{{\"ID\":\"{}\",\"Name\":\"/web\",\"State\":{{\"Running\":true}}}}",
-            ctr('a')
-        ),
-    )
-    .unwrap();
-    let podman = files.join("var/lib/containers/storage/overlay-containers");
-    std::fs::create_dir_all(&podman).unwrap();
-    std::fs::write(
-        podman.join("containers.json"),
-        format!("[{{\"id\":\"{}\",\"names\":[\"builder\"]}}]", ctr('b')),
-    )
-    .unwrap();
+    docker_record(files, &ctr('a'), "web");
+    podman_records(files, &[(&ctr('b'), "builder")]);
     let n = names(&root, files);
     let docker = format!("system.slice/docker-{}.scope", ctr('a'));
     assert_eq!(one(&n, Selector::Container(ctr('a')[..12].into())), docker);
@@ -196,15 +207,113 @@ fn containers_by_id_prefix_and_name() {
             ctr('c')
         )
     );
-    let e = n
-        .resolve(&Selector::Container("nosuch".into()))
-        .unwrap_err();
-    assert!(
-        e.to_string().contains("no container named \"nosuch\""),
-        "{e}"
-    );
     let e = n.resolve(&Selector::Container("f".repeat(12))).unwrap_err();
     assert!(e.to_string().contains("does not run here"), "{e}");
+}
+
+#[test]
+fn a_container_name_matching_nothing_is_refused_naming_the_engines_looked_at() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cgroup");
+    systemd_node(&root);
+    let files = tmp.path();
+    docker_record(files, &ctr('a'), "web");
+    podman_records(files, &[(&ctr('b'), "builder")]);
+    let e = names(&root, files)
+        .resolve(&Selector::Container("nosuch".into()))
+        .unwrap_err();
+    assert!(matches!(e, SelectError::NotFound { .. }), "{e}");
+    let text = e.to_string();
+    for part in [
+        "container nosuch: not found: no container of that name",
+        "docker (1 containers in ",
+        "var/lib/docker/containers/*/config.v2.json",
+        "podman (1 containers in ",
+        "overlay-containers/containers.json",
+        "podman inspect -f",
+    ] {
+        assert!(text.contains(part), "{part:?} missing in: {text}");
+    }
+}
+
+#[test]
+fn two_containers_of_one_name_under_two_engines_are_refused_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cgroup");
+    systemd_node(&root);
+    let files = tmp.path();
+    docker_record(files, &ctr('a'), "web");
+    podman_records(files, &[(&ctr('b'), "web")]);
+    let n = names(&root, files);
+    let e = n.resolve(&Selector::Container("web".into())).unwrap_err();
+    assert!(matches!(e, SelectError::Ambiguous { .. }), "{e}");
+    let text = e.to_string();
+    for part in [
+        "2 containers are named \"web\"",
+        &format!("docker's {}", ctr('a')),
+        &format!("podman's {}", ctr('b')),
+        "select one by id",
+    ] {
+        assert!(text.contains(part), "{part:?} missing in: {text}");
+    }
+    // each is still selected by its id
+    assert_eq!(
+        one(&n, Selector::Container(ctr('b')[..12].into())),
+        format!("machine.slice/libpod-{}.scope", ctr('b'))
+    );
+    // one container recorded twice by one engine (its two storage drivers'
+    // lists) is one container
+    let vfs = files.join("var/lib/containers/storage/vfs-containers");
+    std::fs::create_dir_all(&vfs).unwrap();
+    std::fs::copy(
+        files.join("var/lib/containers/storage/overlay-containers/containers.json"),
+        vfs.join("containers.json"),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(files.join("var/lib/docker")).unwrap();
+    assert_eq!(
+        one(&n, Selector::Container("web".into())),
+        format!("machine.slice/libpod-{}.scope", ctr('b'))
+    );
+}
+
+#[test]
+fn no_container_engine_installed_is_said_and_other_selectors_are_unaffected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cgroup");
+    systemd_node(&root);
+    // no docker or podman files at all
+    let n = names(&root, tmp.path());
+    let e = n.resolve(&Selector::Container("web".into())).unwrap_err();
+    assert!(matches!(e, SelectError::NotFound { .. }), "{e}");
+    let text = e.to_string();
+    for part in [
+        "no container engine's records here",
+        "docker (not installed here: no ",
+        "podman (not installed here: no ",
+    ] {
+        assert!(text.contains(part), "{part:?} missing in: {text}");
+    }
+    // an id needs no engine's files; units, slices and pods need none either
+    assert_eq!(
+        one(&n, Selector::Container(ctr('a')[..12].into())),
+        format!("system.slice/docker-{}.scope", ctr('a'))
+    );
+    assert_eq!(
+        one(&n, Selector::Unit("redis.service".into())),
+        "system.slice/redis.service"
+    );
+    assert_eq!(
+        one(&n, Selector::Slice("batch-nightly.slice".into())),
+        "batch.slice/batch-nightly.slice"
+    );
+    assert_eq!(
+        one(&n, Selector::PodUid(POD_A.into())),
+        format!(
+            "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice",
+            POD_A.replace('-', "_")
+        )
+    );
 }
 
 #[test]

@@ -28,6 +28,11 @@ pub enum Mode {
     /// The cheapest mode of `[auto] ladder` that keeps the LC's service
     /// time, chosen and re-checked while running.
     Auto,
+    /// The kernel keeps the lanes: elfen's sched_ext scheduler
+    /// (`elfen_lanes`) runs the group's threads and never on the SMT
+    /// sibling of a running LC task; the group stays `cpu.idle` so the
+    /// kernel unloading the scheduler leaves it in mode idle (`[scx]`).
+    Scx,
 }
 
 impl Mode {
@@ -40,6 +45,7 @@ impl Mode {
             Mode::Idle => "idle",
             Mode::Blind => "blind",
             Mode::Auto => "auto",
+            Mode::Scx => "scx",
         }
     }
 
@@ -50,6 +56,7 @@ impl Mode {
             Mode::Guard => true,
             Mode::Auto => c.auto.ladder.contains(&Mode::Guard),
             Mode::Freeze => c.freeze.fallback == Mode::Guard,
+            Mode::Scx => c.scx.fallback == Mode::Guard,
             _ => false,
         }
     }
@@ -59,6 +66,7 @@ impl Mode {
         match self {
             Mode::Auto => c.auto.ladder.clone(),
             Mode::Freeze if c.freeze.unfit != Unfit::Warn => vec![c.freeze.fallback, Mode::Freeze],
+            Mode::Scx => vec![Mode::Scx, c.scx.fallback],
             m => vec![m],
         }
     }
@@ -70,7 +78,9 @@ impl std::fmt::Display for Mode {
     }
 }
 
-/// How a group is made to yield to normal threads (modes `guard`, `idle`).
+/// How a group is made to yield to normal threads (modes `guard`, `idle`,
+/// `auto`; `scx` yields by `cpu.idle` only: its threads' policy is the
+/// scheduler's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum IdleMethod {
@@ -90,7 +100,7 @@ pub enum IdleMethod {
 pub struct BatchSection {
     /// A name, unique in the file (used in messages and created groups).
     pub name: String,
-    /// `cooperative`, `guard`, `freeze`, `idle` or `blind`.
+    /// `cooperative`, `guard`, `freeze`, `idle`, `blind`, `auto` or `scx`.
     pub mode: Mode,
     /// An existing cgroup, as a path below each controller's root
     /// (`batch/jobs` = `/sys/fs/cgroup/<controller>/batch/jobs` on v1).

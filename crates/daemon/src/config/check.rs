@@ -228,6 +228,16 @@ impl Config {
                 ),
             ));
         }
+        if !matches!(self.scx.fallback, Mode::Idle | Mode::Guard) {
+            return Err(ConfigError::new(
+                "scx.fallback",
+                format!(
+                    "{}: idle or guard (what the group runs when the kernel unloads the \
+                     scheduler)",
+                    self.scx.fallback
+                ),
+            ));
+        }
         if self.freeze.observe_ms == 0 {
             return Err(ConfigError::new("freeze.observe_ms", "must be at least 1"));
         }
@@ -358,12 +368,20 @@ fn check_batch(i: usize, b: &BatchSection, before: &[BatchSection]) -> Result<()
             }
         }
     }
-    if b.idle_method != IdleMethod::Auto && !matches!(b.mode, Mode::Guard | Mode::Idle | Mode::Auto)
+    if b.mode == Mode::Scx && b.idle_method == IdleMethod::SchedIdle {
+        return Err(ConfigError::new(
+            f("idle_method"),
+            "mode scx puts the group's threads in the sched_ext class, which SCHED_IDLE would \
+             take them out of: it yields by cpu.idle (leave idle_method out, or cpu_idle)",
+        ));
+    }
+    if b.idle_method != IdleMethod::Auto
+        && !matches!(b.mode, Mode::Guard | Mode::Idle | Mode::Auto | Mode::Scx)
     {
         return Err(ConfigError::new(
             f("idle_method"),
             format!(
-                "only modes guard, idle and auto use it, not {}",
+                "only modes guard, idle, auto and scx use it, not {}",
                 b.mode.name()
             ),
         ));

@@ -22,7 +22,7 @@ pub use page::{GroupRef, PageSection};
 pub use sections::{
     AutoSection, BlindSection, BlindWake, DEFAULT_GUARD_PRIORITY, DEFAULT_METRICS_LISTEN,
     DEFAULT_SPIN_MAX_US, DEFAULT_SPIN_SHARE_PCT, FreezeSection, GuardSection, MetricsSection,
-    PolicySection, SignalSection, Unfit,
+    PolicySection, ScxSection, SignalSection, Unavailable, Unfit,
 };
 
 use crate::error::ConfigError;
@@ -89,6 +89,8 @@ pub struct Config {
     pub blind: BlindSection,
     /// Mode `auto`: the cheapest mode that suffices, chosen while running.
     pub auto: AutoSection,
+    /// Mode `scx`: its fallback, and what a kernel without sched_ext gets.
+    pub scx: ScxSection,
     /// The Prometheus endpoint.
     pub metrics: MetricsSection,
     /// The memory watermark below which batch work is killed.
@@ -120,6 +122,7 @@ impl Default for Config {
             freeze: FreezeSection::default(),
             blind: BlindSection::default(),
             auto: AutoSection::default(),
+            scx: ScxSection::default(),
             metrics: MetricsSection::default(),
             memory: MemorySection::default(),
             io: IoSection::default(),

@@ -176,6 +176,41 @@ impl Default for FreezeSection {
     }
 }
 
+/// `[scx]`: mode scx (elfen's sched_ext scheduler).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScxSection {
+    /// The mode the group runs when the kernel unloads the scheduler (its
+    /// watchdog, an error, SysRq-S) and, with `unavailable = "fallback"`,
+    /// on a kernel without sched_ext: `idle` (default) or `guard` (the
+    /// group is then confined to the batch lanes).
+    pub fallback: Mode,
+    /// On a kernel without sched_ext (or with another sched_ext scheduler
+    /// loaded): `refuse` (default: `--check` and start fail, naming the
+    /// kernel) or `fallback` (run `fallback` instead, said at start).
+    pub unavailable: Unavailable,
+}
+
+impl Default for ScxSection {
+    fn default() -> Self {
+        ScxSection {
+            fallback: Mode::Idle,
+            unavailable: Unavailable::Refuse,
+        }
+    }
+}
+
+/// `[scx] unavailable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Unavailable {
+    /// Refuse the configuration (exit 78), naming the kernel.
+    #[default]
+    Refuse,
+    /// Run `[scx] fallback` instead, said at start.
+    Fallback,
+}
+
 /// `[freeze] unfit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]

@@ -26,6 +26,7 @@ impl Daemon {
                     .map(|v| format!("{} {}: {}", v.mode, v.state.word(), v.reason)),
                 contention_pct: st.contention.map(|c| c * 100.0),
                 hold_us: (st.active == Mode::Guard).then(|| hold.unwrap_or(0) as f64 / 1e3),
+                scheduler: st.scheduler.as_ref().map(|s| s.line()),
             };
             self.health.set_protection(d.index(), p);
         }
@@ -128,6 +129,7 @@ impl Daemon {
                     switches: st.switches,
                     fits: st.verdict.as_ref().map(|v| (v.mode, v.state)),
                     contention: st.contention,
+                    scheduler: st.scheduler.clone(),
                 }
             })
             .collect();

@@ -26,6 +26,8 @@ pub struct ShutdownReport {
     pub freezers: Vec<FreezeReport>,
     /// Each blind-isolation controller.
     pub blind: Vec<BlindReport>,
+    /// Each sched_ext scheduler unloaded, in words.
+    pub schedulers: Vec<String>,
     /// Each group's protection at the stop: its mode, switches, verdict.
     pub modes: Vec<DriverState>,
     /// The writer's hold of its batch lane (guard mode): (occupied, held,
@@ -124,6 +126,9 @@ impl std::fmt::Display for ShutdownReport {
                     format!("; errors: {}", b.errors.join("; "))
                 }
             )?;
+        }
+        for s in &self.schedulers {
+            writeln!(f, "{s}")?;
         }
         for m in &self.modes {
             if m.switches > 0 || m.configured != m.active {
@@ -226,6 +231,7 @@ impl Daemon {
                 Withdrawn::Guards(g) => r.guards.extend(g),
                 Withdrawn::Freezer(f) => r.freezers.push(f),
                 Withdrawn::Blind(b) => r.blind.push(b),
+                Withdrawn::Scheduler(u) => r.schedulers.push(unloaded_line(&u)),
                 Withdrawn::Nothing => {}
             }
         }
@@ -247,4 +253,21 @@ impl Daemon {
         let _ = std::fs::remove_file(elfen_ops::health::health_path(self.page.path()));
         r
     }
+}
+
+/// A sched_ext scheduler's unload in words.
+fn unloaded_line(u: &elfen_scx::Unloaded) -> String {
+    let st = &u.stats;
+    let mut s = format!(
+        "sched_ext scheduler elfen_lanes unloaded: {} batch threads back to their policy; {} LC \
+         switch-ins, {} sibling kicks, {} dispatches held, {} batch starts beside the LC",
+        u.restored, st.lc_in, st.kick_preempt, st.held, st.ran_held
+    );
+    if let Some(e) = &u.exit {
+        s += &format!("; the kernel had unloaded it: {e}");
+    }
+    if !u.not_restored.is_empty() {
+        s += &format!("; not restored: {}", u.not_restored.join("; "));
+    }
+    s
 }

@@ -43,25 +43,28 @@ impl Daemon {
         if may_guard || cfg.writer_priority() > 0 {
             log(said);
         }
-        let env = Arc::new(Env::new(
-            Arc::clone(&self.page),
-            plan.batch_lanes
-                .iter()
-                .map(|b| Lane {
-                    cpu: b.cpu,
-                    lane: b.lane,
-                    request_lane: b.request_lane,
-                })
-                .collect(),
-            all_cpus,
-            writer.slots().clone(),
-            Arc::clone(writer.profile()),
-            Arc::clone(writer.edges()),
-            hold,
-            bells.guard,
-            settings(&plan, spin),
-            costs,
-        ));
+        let env = Arc::new(
+            Env::new(
+                Arc::clone(&self.page),
+                plan.batch_lanes
+                    .iter()
+                    .map(|b| Lane {
+                        cpu: b.cpu,
+                        lane: b.lane,
+                        request_lane: b.request_lane,
+                    })
+                    .collect(),
+                all_cpus,
+                writer.slots().clone(),
+                Arc::clone(writer.profile()),
+                Arc::clone(writer.edges()),
+                hold,
+                bells.guard,
+                settings(&plan, spin),
+                costs,
+            )
+            .with_lc_pids(writer.lc_pids_shared()),
+        );
         env.own.add(writer.tid());
         env.own.add(self.upkeep_tid);
         writer.quiet_threads(env.own.clone());
@@ -152,7 +155,11 @@ impl Daemon {
                 yields: g.idle.is_some(),
                 sched_idle: Arc::clone(&self.groups[i].sched_idle),
             };
-            let (d, said) = Driver::start(env, target, g.mode, &cfg.freeze, &cfg.auto)?;
+            let (d, said) = if g.mode == Mode::Scx {
+                Driver::start_scx(env, target, &cfg.scx)?
+            } else {
+                Driver::start(env, target, g.mode, &cfg.freeze, &cfg.auto)?
+            };
             said.into_iter().for_each(log);
             for t in d.active().tids() {
                 env.own.add(t);
@@ -425,5 +432,18 @@ fn settings(plan: &Plan, spin: crate::rt::SpinBound) -> Settings {
         blind: cfg.blind.clone(),
         policy: plan.policy,
         spin,
+        rescan: Duration::from_millis(cfg.lc.rescan_ms),
+        scx_pairs: (!smt_active()).then(|| {
+            // one partner per CPU: a request lane's first batch lane
+            plan.request_lanes
+                .iter()
+                .filter_map(|r| Some((r.cpu, plan.batch_of(r.lane).next()?.cpu)))
+                .collect()
+        }),
     }
+}
+
+/// Whether the machine runs SMT siblings (`/sys/devices/system/cpu/smt/active`).
+fn smt_active() -> bool {
+    std::fs::read_to_string("/sys/devices/system/cpu/smt/active").is_ok_and(|s| s.trim() == "1")
 }

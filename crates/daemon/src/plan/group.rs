@@ -141,9 +141,12 @@ fn idle_confinement_hint(b: &crate::config::BatchSection, e: ConfigError) -> Con
 }
 
 /// How a group in a yielding mode (guard, idle, auto) yields: its
-/// `idle_method`, `auto` resolved by the layout; `None` in other modes.
+/// `idle_method`, `auto` resolved by the layout; `cpu.idle` in mode scx;
+/// `None` in other modes.
 fn idle_method(b: &crate::config::BatchSection, h: &Hierarchy) -> Option<IdleMethod> {
     match (b.mode, b.idle_method) {
+        // the scheduler owns the threads' policy: the group yields as a whole
+        (Mode::Scx, _) => Some(IdleMethod::CpuIdle),
         (Mode::Guard | Mode::Idle | Mode::Auto, IdleMethod::Auto) => {
             Some(if h.layout() == Layout::V2 {
                 IdleMethod::CpuIdle

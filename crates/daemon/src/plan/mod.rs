@@ -13,6 +13,7 @@ mod cpu_yield;
 mod group;
 mod lc;
 mod page;
+mod scx;
 mod state_file;
 
 use group::{GroupContext, group_plan};
@@ -33,7 +34,7 @@ use elfen_policy::PolicyConfig;
 use elfen_runtime::NapChoice;
 use elfen_shm::{PageSpec, nap};
 use elfen_topo::{Pair, Topology};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A request lane of the page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,8 +236,17 @@ impl Plan {
             placement: &placement,
             batch_cpus: &batch_cpus,
         };
+        let scx_unavailable = config
+            .batch
+            .iter()
+            .any(|b| b.mode == Mode::Scx)
+            .then(|| scx::unavailable_at(Path::new(elfen_scx::kernel::SYSFS_DIR)))
+            .flatten();
         for (i, b) in config.batch.iter().enumerate() {
+            let here = scx::mode_here(i, b, config, scx_unavailable.clone(), &mut notes)?;
+            let b = here.as_ref().unwrap_or(b);
             let mut g = group_plan(i, b, &ctx, &mut notes)?;
+            scx::check_group(i, &g, &lc, &hierarchy)?;
             crate::isolation::plan::resolve_group(
                 i, b, &hierarchy, &mut g, &isolation, &mut notes,
             )?;

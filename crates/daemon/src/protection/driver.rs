@@ -15,7 +15,11 @@
 //!   current mode, then a solo window with the group frozen (through the
 //!   executor: a crash meanwhile is repaired by the next start; a freeze
 //!   or blind mode, which write the freezer themselves, is withdrawn for
-//!   it), then the decision, and the mode it names applied.
+//!   it), then the decision, and the mode it names applied;
+//! - `scx`: the scheduler loaded at start; the protection's upkeep each
+//!   tick (new processes, the kernel's exit record); once the kernel
+//!   unloads the scheduler (its watchdog, an error, SysRq-S) it is said at
+//!   WARN with the kernel's reason and `[scx] fallback` runs.
 //!
 //! The daemon ticks it from its upkeep loop; the harness from a thread of
 //! its own.
@@ -24,7 +28,7 @@ use super::auto::{Auto, Decision, Observation, Window};
 use super::fit::{FitState, Verdict};
 use super::profile::ProfileSnapshot;
 use super::{Cost, Env, Protection, Target, Withdrawn};
-use crate::config::{AutoSection, FreezeSection, Mode, Unfit};
+use crate::config::{AutoSection, FreezeSection, Mode, ScxSection, Unfit};
 use crate::error::DaemonError;
 use elfen_cgroup::Knob;
 use elfen_ops::health::DaemonKnob;
@@ -61,6 +65,9 @@ pub struct DriverState {
     pub stepped_aside: bool,
     /// The active mode's cost since it was applied.
     pub cost: Cost,
+    /// The sched_ext scheduler the active mode runs (mode scx), as read at
+    /// the last verdict (once a second).
+    pub scheduler: Option<super::SchedulerView>,
 }
 
 /// A freeze group's choice between freeze and its fallback.
@@ -104,6 +111,10 @@ enum Chooser {
     Fixed,
     Freeze(FreezeChoice),
     Auto(Box<AutoRun>),
+    /// `scx`, with the mode that runs once the kernel unloads the scheduler.
+    Scx {
+        fallback: Mode,
+    },
 }
 
 /// One batch group's driver (see the module docs).
@@ -135,6 +146,34 @@ impl Driver {
         auto: &AutoSection,
     ) -> Result<(Driver, Vec<String>), DaemonError> {
         Driver::resume(env, target, mode, freeze, auto, None)
+    }
+
+    /// [`Driver::start`] of a group in mode `scx`, falling back to
+    /// `scx.fallback` when the kernel unloads the scheduler.
+    pub fn start_scx(
+        env: &Arc<Env>,
+        target: Target,
+        scx: &ScxSection,
+    ) -> Result<(Driver, Vec<String>), DaemonError> {
+        let (mut d, mut said) = Driver::resume(
+            env,
+            target,
+            Mode::Scx,
+            &FreezeSection::default(),
+            &AutoSection::default(),
+            None,
+        )?;
+        d.chooser = Chooser::Scx {
+            fallback: scx.fallback,
+        };
+        d.state.scheduler = d.active.scheduler();
+        said.push(format!(
+            "batch {}: the sched_ext scheduler elfen_lanes runs its threads (never beside a \
+             running LC task on an SMT sibling); the group stays cpu.idle; if the kernel \
+             unloads the scheduler, {} runs ([scx] fallback)",
+            d.target.name, scx.fallback
+        ));
+        Ok((d, said))
     }
 
     /// [`Driver::start`], `auto` continuing from `state` (the harness keeps
@@ -261,6 +300,7 @@ impl Driver {
             contention: None,
             stepped_aside: false,
             cost: Cost::default(),
+            scheduler: None,
         };
         let window = Some(env.profile.snapshot(now_ns()));
         Ok((
@@ -345,6 +385,12 @@ impl Driver {
     pub fn tick(&mut self) -> Result<Vec<String>, DaemonError> {
         let now = Instant::now();
         let mut out = Vec::new();
+        let up = self.active.upkeep();
+        out.extend(up.said);
+        if let Some(why) = up.failed {
+            self.fall_back(why, &mut out)?;
+            self.state.scheduler = self.active.scheduler();
+        }
         if matches!(self.chooser, Chooser::Auto(_)) {
             self.tick_auto(now, &mut out)?;
             return Ok(out);
@@ -353,6 +399,8 @@ impl Driver {
             return Ok(out);
         }
         self.last_check = now;
+        // the scheduler's counters, read (and published) once a verdict
+        self.state.scheduler = self.active.scheduler();
         let snap = self.env.profile.snapshot(now_ns());
         let window = snap.since(self.window.as_ref().unwrap_or(&snap));
         let judged = match &self.chooser {
@@ -375,6 +423,23 @@ impl Driver {
             self.tick_freeze(now, judged, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// The active protection stopped protecting (`why`): said at WARN, and
+    /// the configured fallback applied (a mode without one is re-applied).
+    fn fall_back(&mut self, why: String, out: &mut Vec<String>) -> Result<(), DaemonError> {
+        let to = match self.chooser {
+            Chooser::Scx { fallback } => fallback,
+            _ => self.active.mode(),
+        };
+        crate::logging::warn(format!(
+            "batch {}: {} stopped protecting: {why}; {to} runs instead ([scx] fallback)",
+            self.target.name,
+            self.active.mode()
+        ));
+        self.chooser = Chooser::Fixed;
+        out.push(self.switch(to, why, false)?);
+        Ok(())
     }
 
     fn tick_freeze(

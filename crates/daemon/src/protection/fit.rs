@@ -163,7 +163,7 @@ pub fn timing(mode: Mode, costs: &KnobCosts, hold_ns: u64) -> Option<KnobTiming>
                 cycle_ns: 2 * c + costs.wake_ns,
             })
         }
-        Mode::Idle | Mode::Cooperative | Mode::Auto => None,
+        Mode::Idle | Mode::Cooperative | Mode::Auto | Mode::Scx => None,
     }
 }
 
@@ -181,9 +181,15 @@ pub fn judge(mode: Mode, p: &ProfileSnapshot, costs: &KnobCosts, hold_ns: u64) -
             Mode::Idle => "nothing dynamic: the batch yields to the LC at every wake-up",
             Mode::Cooperative => "the batch threads check and nap themselves",
             Mode::Auto => "auto chooses among modes that fit",
+            Mode::Scx => {
+                "the kernel follows every switch (sched_ext): nothing in user space per busy edge"
+            }
             _ => "its knob's cost is not measured here",
         };
-        let state = if matches!(mode, Mode::Idle | Mode::Cooperative | Mode::Auto) {
+        let state = if matches!(
+            mode,
+            Mode::Idle | Mode::Cooperative | Mode::Auto | Mode::Scx
+        ) {
             FitState::Fits
         } else {
             FitState::Unknown

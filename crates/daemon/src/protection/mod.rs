@@ -20,12 +20,13 @@
 //! | `guard` | the group confined to the batch lanes; guard threads, and the writer's hold of its batch lane (shared by every group that guards) | the guards stopped when no group guards any more |
 //! | `freeze` | the freezer thread | it thaws and stops |
 //! | `blind` | the blind-isolation thread | the group gets its CPUs back, thawed |
+//! | `scx` | elfen's sched_ext scheduler loaded with the LC and the group (`cpu.idle` set up at start) | unloaded: the batch threads get their policy back |
 //!
 //! The group's driver (`driver`) applies the configured mode, judges
 //! whether it fits, falls back (`[freeze] unfit`) and runs `auto`.
 //! Modules: [`profile`] (the busy periods), [`fit`] (the verdicts, the
-//! hold), [`auto`] (HIS's state machine), `modes` (the five
-//! implementations), [`driver`].
+//! hold), [`auto`] (HIS's state machine), `modes` (five
+//! implementations), `scx` (the sched_ext one), [`driver`].
 
 pub mod auto;
 pub mod costs;
@@ -33,6 +34,7 @@ pub mod driver;
 pub mod fit;
 mod modes;
 pub mod profile;
+mod scx;
 
 use crate::bell::Bell;
 use crate::blind::{BlindReport, OwnThreads};
@@ -56,6 +58,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use driver::{Driver, DriverState};
+pub use scx::SchedulerView;
 
 /// What a protection has cost since it was applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -95,6 +98,18 @@ pub enum Withdrawn {
     Freezer(FreezeReport),
     /// Blind isolation.
     Blind(BlindReport),
+    /// The sched_ext scheduler unloaded.
+    Scheduler(elfen_scx::Unloaded),
+}
+
+/// What a protection's upkeep found (each tick of its driver).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Upkeep {
+    /// What to say.
+    pub said: Vec<String>,
+    /// Why it stopped protecting (the kernel unloaded its scheduler): the
+    /// driver falls back.
+    pub failed: Option<String>,
 }
 
 /// One mode applied to one batch group (see the module docs).
@@ -118,6 +133,14 @@ pub trait Protection: Send + std::fmt::Debug {
     /// Its threads' ids (the daemon's own, for blind isolation's count).
     fn tids(&self) -> Vec<u32> {
         Vec::new()
+    }
+    /// Its upkeep, each tick of the driver (nothing for most modes).
+    fn upkeep(&mut self) -> Upkeep {
+        Upkeep::default()
+    }
+    /// The sched_ext scheduler it runs, as status shows it.
+    fn scheduler(&self) -> Option<SchedulerView> {
+        None
     }
 }
 
@@ -154,6 +177,11 @@ pub struct Settings {
     /// The bound on guards' and the writer's real-time spinning
     /// (`[guard] spin_max_us`, `spin_share_pct`, the kernel's throttling).
     pub spin: SpinBound,
+    /// How often new LC and batch processes are looked for (`[lc] rescan_ms`).
+    pub rescan: Duration,
+    /// How the sched_ext scheduler pairs CPUs: the configured (request,
+    /// batch) pairs on a machine without SMT; `None`: the SMT siblings.
+    pub scx_pairs: Option<Vec<(u32, u32)>>,
 }
 
 /// The guards every guarding group shares: one per batch lane, started by
@@ -196,6 +224,8 @@ pub struct Env {
     /// the writer's hold), in the order of `batch_lanes`.
     pub spins: Vec<Arc<LaneSpin>>,
     guards: Mutex<GuardSet>,
+    /// The LC processes watched now (the writer's), when known.
+    lc_pids: Option<Arc<Mutex<Vec<u32>>>>,
     /// Threads of withdrawn protections: their CPU, occupation and hold
     /// (so the daemon's counters never go down), ns.
     retired: Mutex<(u64, u64, u64)>,
@@ -240,8 +270,23 @@ impl Env {
             costs: Mutex::new(costs),
             hold_ns: Arc::new(AtomicU64::new(0)),
             guards: Mutex::new(GuardSet::default()),
+            lc_pids: None,
             retired: Mutex::new((0, 0, 0)),
         }
+    }
+
+    /// The LC processes the writer watches, shared (the sched_ext
+    /// scheduler is told them).
+    pub fn with_lc_pids(mut self, pids: Arc<Mutex<Vec<u32>>>) -> Env {
+        self.lc_pids = Some(pids);
+        self
+    }
+
+    /// The LC processes watched now (none when not known).
+    pub fn lc_pids(&self) -> Vec<u32> {
+        self.lc_pids.as_ref().map_or_else(Vec::new, |p| {
+            p.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        })
     }
 
     /// Counts a stopping thread `tid` of a protection (its CPU so far, of

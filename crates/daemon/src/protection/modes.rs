@@ -32,6 +32,7 @@ pub(super) fn new(mode: Mode, env: &Arc<Env>, target: &Target) -> Box<dyn Protec
             freezer: None,
         }),
         Mode::Blind => Box::new(Blinding { base, blind: None }),
+        Mode::Scx => Box::new(super::scx::Scx::new(env, target)),
         // auto is not a protection but a driver over them (`driver`);
         // asked for one, it is the cheapest
         Mode::Auto => Box::new(Idle(base)),

@@ -426,6 +426,11 @@ impl LcWriterHandle {
         let _ = self.quiet.set(own);
     }
 
+    /// The LC processes watched now, shared (updated as discovery goes).
+    pub fn lc_pids_shared(&self) -> Arc<Mutex<Vec<u32>>> {
+        Arc::clone(&self.lc_pids)
+    }
+
     /// The LC processes watched now.
     pub fn lc_pids(&self) -> Vec<u32> {
         self.lc_pids.lock().map(|v| v.clone()).unwrap_or_default()

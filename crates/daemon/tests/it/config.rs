@@ -456,6 +456,76 @@ fn check_flag_exits_0_or_78_naming_the_field() {
     assert!(!d.join("page").exists() && !d.join("state.json").exists());
 }
 
+/// Mode scx at `--check`: on a kernel without sched_ext, exit 78 naming
+/// the kernel and the key that would run the fallback instead; with that
+/// key, the fallback is planned and said.
+#[test]
+fn check_of_scx_names_the_kernel_and_the_fallback_key() {
+    use elfen_cmd::skip::{Need, skip};
+    if !Need::Root.present() {
+        skip(
+            Need::Root,
+            "mode scx is planned only for root (like every mode but cooperative)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let root = fake_root(d);
+    let write = |name: &str, extra: &str| {
+        let p = d.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}cgroup_root = \"{}\"\n\
+                 [lc]\ncomm = \"x\"\n[signal]\npriority = 0\n{extra}\n\
+                 [[batch]]\nname = \"b\"\nmode = \"scx\"\ncgroup = \"batch\"\n",
+                d.join("page").display(),
+                d.join("state.json").display(),
+                root.display()
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let check = |p: &Path| {
+        Command::new(BIN)
+            .args(["--config", p.to_str().unwrap(), "--check"])
+            .output()
+            .unwrap()
+    };
+    let refused = check(&write("refuse.toml", ""));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    if elfen_scx::kernel::offered() {
+        // a sched_ext kernel: the mode is not refused for want of it
+        assert!(!err.contains("has no sched_ext"), "{err}");
+        return;
+    }
+    assert_eq!(refused.status.code(), Some(78), "{err}");
+    let kernel = elfen_scx::kernel::kernel_release();
+    assert!(
+        err.contains("batch[0].mode")
+            && err.contains(&format!("kernel {kernel} has no sched_ext"))
+            && err.contains("[scx] unavailable = \"fallback\""),
+        "{err}"
+    );
+    assert!(!d.join("page").exists() && !d.join("state.json").exists());
+    let fallback = check(&write(
+        "fallback.toml",
+        "[scx]\nunavailable = \"fallback\"\nfallback = \"idle\"",
+    ));
+    let out = String::from_utf8_lossy(&fallback.stdout);
+    assert!(
+        fallback.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fallback.stderr)
+    );
+    assert!(
+        out.contains("idle runs instead") && out.contains("mode idle"),
+        "{out}"
+    );
+}
+
 /// A v2 root like a systemd host's whose units set no CPU property: the
 /// root offers cpu but has not turned it on for its children, so no child
 /// shows `cpu.idle` yet. A group the daemon creates gets the controller
@@ -508,6 +578,45 @@ fn cpu_idle_on_a_v2_root_whose_children_lack_the_cpu_controller() {
     let e = Plan::resolve(&c).expect_err("no cpu.idle where the controller is on");
     assert!(
         e.field == "batch[0].idle_method" && e.reason.contains("cpu.idle is not offered"),
+        "{e}"
+    );
+}
+
+#[test]
+fn scx_keys_parse_with_defaults_and_bad_ones_are_named() {
+    use elfen_daemon::Mode;
+    use elfen_daemon::config::Unavailable;
+    let base = "[lc]\ncomm = \"x\"\n[[batch]]\nname = \"b\"\nmode = \"scx\"\ncgroup = \"batch\"\n";
+    let c = Config::parse(base).unwrap();
+    assert_eq!(c.batch[0].mode, Mode::Scx);
+    assert_eq!(
+        (c.scx.fallback, c.scx.unavailable),
+        (Mode::Idle, Unavailable::Refuse)
+    );
+    assert_eq!(Mode::Scx.rungs(&c), vec![Mode::Scx, Mode::Idle]);
+    assert!(!Mode::Scx.may_guard(&c));
+    assert!(!c.batch[0].confined(), "the scheduler keeps the lanes");
+    c.check().unwrap();
+    let c = Config::parse(&format!(
+        "[scx]\nfallback = \"guard\"\nunavailable = \"fallback\"\n{base}"
+    ))
+    .unwrap();
+    c.check().unwrap();
+    assert!(Mode::Scx.may_guard(&c));
+    assert_eq!(Mode::Scx.rungs(&c), vec![Mode::Scx, Mode::Guard]);
+    let e = Config::parse(&format!("[scx]\nfallback = \"freeze\"\n{base}"))
+        .unwrap()
+        .check()
+        .unwrap_err();
+    assert_eq!(e.field, "scx.fallback", "{e}");
+    let e = Config::parse(&format!("[scx]\nfalback = \"idle\"\n{base}")).unwrap_err();
+    assert!(e.to_string().contains("falback"), "{e}");
+    let e = Config::parse(&format!("{base}idle_method = \"sched_idle\"\n"))
+        .unwrap()
+        .check()
+        .unwrap_err();
+    assert!(
+        e.field == "batch[0].idle_method" && e.reason.contains("cpu.idle"),
         "{e}"
     );
 }

@@ -209,7 +209,7 @@ fn names_that_do_not_exist_are_refused_and_named() {
         (
             "container = \"web\"",
             "lc.container",
-            "no container named \"web\"",
+            "container web: not found: no container engine's records here",
         ),
         ("pod = \"default/redis\"", "lc.pod", "default_redis_<uid>"),
         (

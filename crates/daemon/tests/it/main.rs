@@ -6,7 +6,8 @@
 //! guard coalescing (`coalesce`), a mode judged against the service
 //! (`fit`), `auto` (`auto`), event-driven blind isolation (`blind_events`),
 //! idle mode off the busy edges (`off_edges`);
-//! real-time threads bounded beside a saturated LC (`rt_bound`).
+//! real-time threads bounded beside a saturated LC (`rt_bound`); mode scx
+//! on a sched_ext kernel (`scx_live`, the trixie guest).
 
 mod auto;
 mod blind_events;
@@ -27,4 +28,9 @@ mod names_live;
 mod off_edges;
 mod page_attack;
 mod rt_bound;
+mod scx_live;
+/// The scx crate's independent `sched_switch` tracer, shared.
+#[allow(dead_code)]
+#[path = "../../../scx/tests/live/tracer.rs"]
+mod scx_tracer;
 mod trust;

@@ -149,7 +149,7 @@ fn every_documented_metric_is_served_and_nothing_else() {
     let spec = elfen_shm::PageSpec::for_pairs(&[(0, vec![1])], 1, 0);
     let page = Arc::new(elfen_shm::Page::create(dir.path().join("page"), &spec).unwrap());
     page.beat().unwrap();
-    // what a running daemon with a guard and a freeze group holds,
+    // what a running daemon with a guard, a freeze and an scx group holds,
     let snap = Snapshot {
         guards: vec![GuardCounts {
             lane: 1,
@@ -163,14 +163,29 @@ fn every_documented_metric_is_served_and_nothing_else() {
             failures: 0,
         }],
         groups: vec![("frz".into(), GroupState::Ok)],
-        modes: vec![elfen_daemon::metrics::ModeState {
-            group: "frz".into(),
-            rungs: vec![Mode::Idle, Mode::Freeze],
-            active: Mode::Idle,
-            switches: 1,
-            fits: Some((Mode::Freeze, FitState::Unfit)),
-            contention: None,
-        }],
+        modes: vec![
+            elfen_daemon::metrics::ModeState {
+                group: "frz".into(),
+                rungs: vec![Mode::Idle, Mode::Freeze],
+                active: Mode::Idle,
+                switches: 1,
+                fits: Some((Mode::Freeze, FitState::Unfit)),
+                contention: None,
+                scheduler: None,
+            },
+            elfen_daemon::metrics::ModeState {
+                group: "kern".into(),
+                rungs: vec![Mode::Scx, Mode::Idle],
+                active: Mode::Scx,
+                switches: 0,
+                fits: Some((Mode::Scx, FitState::Fits)),
+                contention: None,
+                scheduler: Some(elfen_daemon::protection::SchedulerView {
+                    running: true,
+                    ..Default::default()
+                }),
+            },
+        ],
         // and memory, I/O and egress isolation with a watermark, a kill
         // and a low-priority group
         isolation: elfen_daemon::isolation::IsolationCounts {

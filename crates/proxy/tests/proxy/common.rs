@@ -33,7 +33,7 @@ pub fn demo_replica(
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     drop(l);
-    let launch = elfen_bench::lc::external::Launch {
+    let launch = elfen_wire::launch::Launch {
         command: format!(
             "{} demo-service --port {} --cpu {cpu} --page {} --lane {lane} --protocol {} {extra}",
             exe(),

@@ -4,10 +4,10 @@
 
 use crate::common::*;
 use crate::support::{wait_for, wire_load};
-use elfen_bench::lc::wire::{self, Kind, Response, Status};
 use elfen_proxy::Proxy;
 use elfen_proxy::config::{HedgeMode, Protocol, ProxyConfig};
 use elfen_proxy::detect::Signal;
+use elfen_wire::{self as wire, Kind, Response, Status};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::AtomicBool;

@@ -1,7 +1,7 @@
 //! What the proxy's end-to-end tests share: a wire-protocol client that
 //! counts the answers to each request, and waiting for a condition.
 
-use elfen_bench::lc::wire::{self, Kind, Response, Status};
+use elfen_wire::{self as wire, Kind, Response, Status};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,7 +6,7 @@
 //! and a clean unload. Where the kernel has no sched_ext (or root, BPF, two
 //! CPUs are missing) each test records a skip naming what it needs.
 //!
-//! The processes are this test binary run again (`child_main`): an LC
+//! The processes are this crate's `elfen-scx-test-child`: an LC
 //! spinner pinned to one CPU of a pair that alternates busy and idle
 //! periods, batch spinners allowed on both CPUs of the pair, and a loader
 //! process for the SIGKILL test.
@@ -22,9 +22,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tracer::{Tracer, overlap, total};
 
-const CHILD_ENV: &str = "ELFEN_SCX_TEST_CHILD";
-/// How long a child lives at most (it is killed when its test ends).
-const CHILD_LIFETIME: Duration = Duration::from_secs(600);
 /// The LC spinner's busy and idle periods (wall clock; the same under TCG).
 const LC_BUSY_MS: u64 = 30;
 const LC_IDLE_MS: u64 = 30;
@@ -51,73 +48,13 @@ fn assert_timing(ok: bool, what: &str) {
     }
 }
 
-fn spin_until(end: Instant) {
-    while Instant::now() < end {
-        std::hint::spin_loop();
-    }
-}
-
-/// Not a test: the body of a child process (this binary run again), chosen
-/// by `ELFEN_SCX_TEST_CHILD`:
-/// - `lc:CPU:BUSY_MS:IDLE_MS` spins BUSY_MS and sleeps IDLE_MS, pinned to CPU;
-/// - `batch:CPU,CPU` spins, allowed on those CPUs;
-/// - `loader:LC_PID:BATCH_PID:A:B` loads the scheduler (LC and batch those
-///   processes, CPUs A and B paired), prints `LOADED` and waits.
-#[test]
-fn child_main() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let f: Vec<&str> = spec.split(':').collect();
-    let end = Instant::now() + CHILD_LIFETIME;
-    match f[..] {
-        ["lc", cpu, busy, idle] => {
-            elfen_topo::pin_current_thread(cpu.parse().unwrap()).unwrap();
-            let busy = Duration::from_millis(busy.parse().unwrap());
-            let idle = Duration::from_millis(idle.parse().unwrap());
-            while Instant::now() < end {
-                spin_until(Instant::now() + busy);
-                std::thread::sleep(idle);
-            }
-        }
-        ["batch", cpus] => {
-            let cpus: Vec<u32> = cpus.split(',').map(|c| c.parse().unwrap()).collect();
-            elfen_topo::set_current_affinity(&cpus).unwrap();
-            spin_until(end);
-        }
-        ["loader", lc, batch, a, b] => {
-            let opts = Options {
-                siblings: Siblings::Pairs(vec![(a.parse().unwrap(), b.parse().unwrap())]),
-                ..Options::new(
-                    Lc::Pids(vec![lc.parse().unwrap()]),
-                    vec![batch.parse().unwrap()],
-                )
-            };
-            match elfen_scx::load(&opts) {
-                Ok(sched) => {
-                    println!("LOADED");
-                    std::thread::sleep(CHILD_LIFETIME);
-                    drop(sched);
-                }
-                Err(e) => {
-                    println!("LOAD-ERROR {e}");
-                    std::process::exit(1);
-                }
-            }
-        }
-        _ => panic!("unknown child spec {spec}"),
-    }
-}
-
 /// A child process; killed (by its pid) and reaped on drop.
 struct ChildGuard(Child);
 
 impl ChildGuard {
     fn spawn(spec: &str) -> ChildGuard {
-        let exe = std::env::current_exe().unwrap();
-        let child = Command::new(exe)
-            .args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, spec)
+        let child = Command::new(env!("CARGO_BIN_EXE_elfen-scx-test-child"))
+            .arg(spec)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -131,8 +68,7 @@ impl ChildGuard {
     }
 
     /// The rest of the next line the child prints that holds one of
-    /// `marks`, from the mark on (libtest prints `test child_main ... `
-    /// before the child's first line).
+    /// `marks`, from the mark on.
     fn line_with(&mut self, marks: &[&str]) -> String {
         let out = self.0.stdout.as_mut().expect("piped stdout");
         let mut reader = std::io::BufReader::new(out);
@@ -266,8 +202,7 @@ fn unload_and_wait(sched: elfen_scx::Scheduler) -> (elfen_scx::Unloaded, kernel:
 }
 
 /// A process's run time so far, all its threads (`/proc/PID/task/*/schedstat`,
-/// first field, ns). The spinning thread of a child is libtest's test
-/// thread, not the process's first one.
+/// first field, ns).
 fn run_ns(pid: u32) -> u64 {
     kernel::threads(pid)
         .unwrap()

@@ -2,8 +2,8 @@
 //! (variant, way) the medians and spread over invocations
 //! ([`WaySummary`]); the table printed from them.
 
-use super::spec::{BenchSpec, Way};
-use crate::status::Summary;
+use crate::spec::{BenchSpec, Way};
+use elfen_proxy::status::Summary;
 use elfen_results::{Percentiles, Stat};
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +95,7 @@ pub struct BenchRecord {
     /// The ladder (the thesis's table), where the file has one: its steps
     /// with the profiler's rankings, and `elfen trace`'s overhead.
     #[serde(default)]
-    pub ladder: Option<super::ladder::LadderRecord>,
+    pub ladder: Option<crate::ladder::LadderRecord>,
 }
 
 fn stat_of(xs: impl Iterator<Item = f64>) -> Option<Stat> {
@@ -106,7 +106,7 @@ fn stat_of(xs: impl Iterator<Item = f64>) -> Option<Stat> {
 pub fn summarize(spec: &BenchSpec, inv: &[InvocationRecord]) -> Vec<WaySummary> {
     let mut out = Vec::new();
     for v in &spec.variants {
-        for &way in &super::ways_of(spec, v) {
+        for &way in &crate::ways_of(spec, v) {
             let mine: Vec<&InvocationRecord> = inv
                 .iter()
                 .filter(|r| r.variant == v.name && r.way == way)
@@ -216,7 +216,7 @@ pub fn table(summary: &[WaySummary]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::status::HedgeCounts;
+    use elfen_proxy::status::HedgeCounts;
 
     /// A proxy's record with `requests` and `hedges` of them re-sent.
     pub(crate) fn proxied(requests: u64, hedges: u64, swaps: u64) -> Summary {

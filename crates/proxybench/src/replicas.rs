@@ -3,14 +3,15 @@
 //! page of their own, started and restarted as the variant says, and the
 //! temporary directory they live in.
 
-use super::spec::{BenchSpec, Variant};
-use crate::config::Protocol;
-use crate::config::Side;
-use crate::error::{ProxyError, Result};
-use crate::launch::Spawned;
+use crate::error::Result;
+use crate::spec::{BenchSpec, Variant};
 use anyhow::Context;
-use elfen_bench::lc::external::Launch;
+use elfen_proxy::ProxyError;
+use elfen_proxy::config::Protocol;
+use elfen_proxy::config::Side;
+use elfen_proxy::launch::Spawned;
 use elfen_shm::Page;
+use elfen_wire::launch::Launch;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -52,9 +53,7 @@ pub fn replica_cpus(spec: &BenchSpec) -> Result<[u32; 2]> {
         .map_err(|e| ProxyError::Config(format!("reading the CPU affinity: {e}")))?;
     match all.as_slice() {
         [a, b, ..] => Ok([*a, *b]),
-        _ => Err(ProxyError::Config(
-            "two replicas need two CPUs; set service.cpus".into(),
-        )),
+        _ => Err(ProxyError::Config("two replicas need two CPUs; set service.cpus".into()).into()),
     }
 }
 
@@ -86,7 +85,7 @@ impl Replicas {
         stop: &AtomicBool,
     ) -> Result<Replicas> {
         let cpus = replica_cpus(spec)?;
-        let page = crate::proxy::create_page(&dir.join(format!("page-{}", v.name)), cpus)?;
+        let page = elfen_proxy::proxy::create_page(&dir.join(format!("page-{}", v.name)), cpus)?;
         let all = elfen_topo::current_affinity().unwrap_or_default();
         let mut launches = Vec::new();
         let mut addrs = Vec::new();

@@ -5,9 +5,9 @@
 //! latency, hedge rate and the backup's extra work, `elfen trace`'s
 //! overhead and trace volume — then every (variant, way).
 
-use super::ladder::LadderRecord;
-use super::record::{BenchRecord, WaySummary};
-use super::spec::Way;
+use crate::ladder::LadderRecord;
+use crate::record::{BenchRecord, WaySummary};
+use crate::spec::Way;
 use elfen_results::Stat;
 use std::fmt::Write;
 
@@ -260,11 +260,11 @@ fn variants_table(m: &mut String, r: &BenchRecord) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ladder::{HazardRank, LadderRecord, LadderStep, step_variant};
-    use super::super::record::tests::inv;
-    use super::super::record::{SCHEMA, summarize};
-    use super::super::spec::{BenchSpec, LadderSpec};
     use super::*;
+    use crate::ladder::{HazardRank, LadderRecord, LadderStep, step_variant};
+    use crate::record::tests::inv;
+    use crate::record::{SCHEMA, summarize};
+    use crate::spec::{BenchSpec, LadderSpec};
     use elfen_trace::report::CauseKind;
 
     fn step(k: usize, on: &[&str], fixed: Option<&str>) -> LadderStep {

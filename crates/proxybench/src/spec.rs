@@ -1,9 +1,10 @@
 //! What `elfen proxy bench` runs ([`BenchSpec`], TOML with defaults,
 //! unknown keys refused) and the ways it drives the service ([`Way`]).
 
-use crate::config::{HedgeMode, Protocol, ProxyConfig, Side};
-use crate::error::{ProxyError, Result};
+use crate::error::Result;
 use elfen_bench::spec::{DemandSpec, RequestsKind};
+use elfen_proxy::ProxyError;
+use elfen_proxy::config::{HedgeMode, Protocol, ProxyConfig, Side};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -281,7 +282,7 @@ impl Default for LadderOverhead {
 impl LadderSpec {
     /// Checks the hazards named, naming a wrong one.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(ProxyError::Config(m));
+        let bad = |m: String| Err(ProxyError::Config(m).into());
         for (key, list) in [
             ("hazards", &self.hazards),
             ("keep", &self.keep),
@@ -386,7 +387,7 @@ impl BenchSpec {
 
     /// Checks every field, naming the one that is wrong.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(ProxyError::Config(m));
+        let bad = |m: String| Err(ProxyError::Config(m).into());
         let l = &self.load;
         if !(l.rps > 0.0 && l.rps.is_finite()) {
             return bad(format!("load.rps = {}: must be > 0", l.rps));
@@ -441,7 +442,7 @@ impl BenchSpec {
         }
         let mut p = self.proxy.clone();
         p.replicas.command = Some("x".into());
-        p.validate()
+        Ok(p.validate()?)
     }
 }
 
@@ -461,7 +462,7 @@ mod tests {
                 {
                     BenchSpec::load(&p).unwrap();
                 } else {
-                    crate::config::ProxyConfig::load(&p).unwrap();
+                    elfen_proxy::config::ProxyConfig::load(&p).unwrap();
                 }
                 n += 1;
             }

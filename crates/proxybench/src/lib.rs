@@ -1,6 +1,11 @@
-//! `elfen proxy bench`: an LC service driven by the harness's open-loop
-//! generator (`elfen_bench::load`: Poisson arrivals, latency from the
-//! intended send time) in several **ways** side by side — straight to
+//! # elfen-proxybench — `elfen proxy bench`
+//!
+//! A **lab** crate: harness, measurement or workload
+//! (`docs/architecture.md`); no product crate depends on it.
+//!
+//! An LC service driven by the harness's open-loop generator
+//! (`elfen_bench::load`: Poisson arrivals, latency from the intended send
+//! time) in several **ways** side by side — straight to
 //! replica A (`alone`), through the proxy forwarding only (`forward`),
 //! with local-node redundancy (`proxy`), with a timeout hedge at a
 //! percentile (`hedge`) — in interleaved rounds whose ways share arrivals
@@ -16,15 +21,31 @@
 //! proxy; with `elfen trace`'s overhead; the table is also written as
 //! markdown beside the JSON ([`table`]).
 //!
-//! It lives here, beside the proxy, and uses `elfen-bench` as a library
-//! (the generator's arrivals, sender and accounting; request sets; the
-//! Lucene command and pre-flight) rather than
-//! adding an `elfen bench` configuration, so the harness's files are left
-//! as they are. Presets: `configs/proxy/bench-overhead.toml` (the proxy's
-//! added latency, the default), `configs/proxy/bench-lucene.toml`
+//! It is a lab crate of its own, over the proxy (`elfen-proxy`) and the
+//! harness library (`elfen-bench`: the generator's arrivals, sender and
+//! accounting; request sets; the Lucene command and pre-flight), so the
+//! proxy an operator runs depends on no measurement code, and the harness
+//! need not depend on the proxy (which would close a cycle through the
+//! profiler, `elfen-trace`, that the proxy uses and that uses the harness).
+//! Presets: `configs/proxy/bench-overhead.toml` (the proxy's added
+//! latency, the default), `configs/proxy/bench-lucene.toml`
 //! (Lucene alone, behind the proxy, behind a timeout hedge, hazards off and
 //! on) and `configs/proxy/bench-tailor.toml` (the ladder).
+//!
+//! | piece | module |
+//! |---|---|
+//! | the bench's settings (TOML, presets, variants, ways, the ladder's) | [`spec`] |
+//! | the two replicas, started per variant, restarted as asked | [`replicas`] |
+//! | one invocation's generator over the proxy's framing (an HTTP variant) | [`load`] |
+//! | the record, summaries per way | [`record`] |
+//! | the ladder: hazards fixed in the profiler's order | [`ladder`] |
+//! | the markdown table | [`table`] |
+//! | its errors | [`error`] |
+//! | `elfen proxy …` with `bench` beside the proxy's own subcommands | [`cli`] |
+#![deny(missing_docs)]
 
+pub mod cli;
+pub mod error;
 pub mod ladder;
 pub mod load;
 pub mod record;
@@ -32,14 +53,15 @@ pub mod replicas;
 pub mod spec;
 pub mod table;
 
-use crate::error::{ProxyError, Result};
-use crate::proxy::Proxy;
+use crate::error::Result;
 use anyhow::Context;
 use clap::Args;
 use elfen_bench::lc::requests::{self, RequestSet};
 use elfen_bench::load::{percentiles_us, poisson_offsets};
 use elfen_cmd::proc::SchedClass;
 use elfen_cmd::progress::Progress;
+use elfen_proxy::ProxyError;
+use elfen_proxy::proxy::Proxy;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use record::{BenchRecord, InvocationRecord, SCHEMA};
@@ -419,8 +441,7 @@ fn rounds(
                         inv.push(r);
                         saved(inv)?;
                     }
-                    Err(ProxyError::Interrupted)
-                    | Err(ProxyError::Bench(elfen_bench::BenchError::Interrupted)) => {
+                    Err(e) if e.is_interrupted() => {
                         return Ok(true);
                     }
                     Err(e) => {
@@ -545,7 +566,7 @@ fn one(
     let (outcome, sent) = load::invocation(spec.service.protocol, addr, &plan, place, stop)
         .map_err(|e| ProxyError::io(format!("the load on {addr}"), e))?;
     if stop.load(Ordering::Relaxed) {
-        return Err(ProxyError::Interrupted);
+        return Err(ProxyError::Interrupted.into());
     }
     let busy1 = reps.page.lc_busy_ns(1).ok();
     Ok(InvocationRecord {

@@ -8,11 +8,11 @@
 //! receiver run on the generator's CPUs at its scheduling class, with a
 //! 1 ns timer slack, as the harness's do.
 
-use crate::config::Protocol;
-use crate::message::{Answer, read_answer};
-use elfen_bench::lc::wire::{self, Kind, Status};
 use elfen_bench::load::{Accounting, MonoClock, Outcome, mono_ns, run_sender};
 use elfen_cmd::proc::SchedClass;
+use elfen_proxy::config::Protocol;
+use elfen_proxy::message::{Answer, read_answer};
+use elfen_wire::{self as wire, Kind, Status};
 use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,6 @@
-//! The LC wire protocol, version 1 (`docs/lc-protocol.md`): what the
-//! harness's open-loop generator and every LC service it drives exchange
-//! over TCP. Little-endian; requests are 24 bytes plus a payload, responses
-//! 32 bytes. Requests may be pipelined on one connection; responses carry
+//! The LC wire protocol, version 1 (`docs/lc-protocol.md`): what an
+//! open-loop generator (or the proxy) and an LC service exchange over TCP.
+//! Little-endian; requests are 24 bytes plus a payload, responses 32 bytes. Requests may be pipelined on one connection; responses carry
 //! the request's id and may come in any order.
 
 /// Bytes of a request header.

@@ -20,8 +20,8 @@ mod trace;
 pub use trace::overhead;
 use trace::trace_step;
 
-use crate::bench::replicas::TempDir;
-use crate::bench::spec::{BenchSpec, HAZARDS, LadderSpec, Restart, Variant, Way};
+use crate::replicas::TempDir;
+use crate::spec::{BenchSpec, HAZARDS, LadderSpec, Restart, Variant, Way};
 use elfen_bench::lc::requests::RequestSet;
 use elfen_trace::overhead::OverheadReport;
 use elfen_trace::report::{CauseCount, CauseKind};

@@ -6,13 +6,13 @@
 //! `{cpu}`, `{side_cpus}` and `{lc_signal}` are substituted and the same
 //! values are passed as `ELFEN_PORT`, `ELFEN_PAGE`, … in the environment.
 //! The service runs in its own process group (a Ctrl-C at the terminal
-//! reaches the harness only, which stops the service by pid), its stderr
-//! is kept (the last few KiB) for error messages, and it is ready when it
+//! reaches only the program that started it, which stops the service by
+//! pid), its stderr is kept (the last few KiB) for error messages, and it is ready when it
 //! answers a ping. It is stopped with SIGTERM, then SIGKILL after a grace
 //! period, and reaped — on drop, so also on error and Ctrl-C.
 
-use crate::error::{BenchError, Result};
-use crate::lc::wire::{self, Kind, Response, Status};
+use crate::error::{LaunchError, Result};
+use crate::protocol::{self as wire, Kind, Response, Status};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 /// Bytes of stderr kept for messages.
 const STDERR_TAIL: usize = 4096;
 
-/// What the harness passes to the service.
+/// What the starter (the harness, the proxy, the profiler) passes to the
+/// service.
 #[derive(Debug, Clone)]
 pub struct Launch {
     /// The command line template.
@@ -46,7 +47,7 @@ pub fn fill(text: &str, vars: &[(&'static str, String)], what: &str) -> Result<S
         let rest = &line[i..];
         let name = rest.split('}').next().unwrap_or(rest);
         if rest.contains('}') && !name.contains(char::is_whitespace) {
-            return Err(BenchError::Config(format!(
+            return Err(LaunchError::Config(format!(
                 "{what}: unknown placeholder {name}}} in {text:?} (known: {})",
                 vars.iter()
                     .map(|(k, _)| format!("{{{k}}}"))
@@ -64,7 +65,7 @@ impl Launch {
         let line = fill(&self.command, &self.vars, "lc.command")?;
         let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
         if argv.is_empty() {
-            return Err(BenchError::Config("lc.command is empty".into()));
+            return Err(LaunchError::Config("lc.command is empty".into()));
         }
         Ok(argv)
     }
@@ -146,7 +147,7 @@ impl External {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| {
-            BenchError::Service(format!(
+            LaunchError::Service(format!(
                 "cannot start the LC service {:?}: {e}",
                 argv.join(" ")
             ))
@@ -169,7 +170,7 @@ impl External {
                         t.drain(..over);
                     }
                 })
-                .map_err(|e| BenchError::io("spawning the stderr reader", e))?;
+                .map_err(|e| LaunchError::io("spawning the stderr reader", e))?;
             stderr_reader = Some(reader);
         }
         let mut me = External {
@@ -213,9 +214,9 @@ impl External {
         lines[lines.len().saturating_sub(8)..].join("\n")
     }
 
-    fn failure(&self, what: &str) -> BenchError {
+    fn failure(&self, what: &str) -> LaunchError {
         let tail = self.stderr_tail();
-        BenchError::Service(format!(
+        LaunchError::Service(format!(
             "the LC service {:?} {what}{}",
             self.command(),
             if tail.is_empty() {
@@ -264,7 +265,7 @@ impl External {
         loop {
             if stop.load(Ordering::Relaxed) {
                 self.terminate();
-                return Err(BenchError::Interrupted);
+                return Err(LaunchError::Interrupted);
             }
             self.check_alive()?;
             if ready(self.addr).is_ok() {

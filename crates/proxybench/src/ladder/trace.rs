@@ -3,8 +3,8 @@
 //! overhead`.
 
 use super::{Ctx, HazardRank, StepTrace, hazards_arg, rank, study_pcts};
-use crate::bench::replicas::Replicas;
-use crate::bench::spec::{LadderSpec, Restart, Variant};
+use crate::replicas::Replicas;
+use crate::spec::{LadderSpec, Restart, Variant};
 use anyhow::Context;
 use elfen_cmd::proc::SchedClass;
 use elfen_trace::lcline::LcLineTap;
