@@ -475,6 +475,23 @@ impl Drop for TestCgroups {
     }
 }
 
+/// Pins the single-threaded process `pid` to `cpu`.
+fn pin_task(pid: u32, cpu: u32) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside
+    // it and sched_setaffinity only reads it.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        libc::sched_setaffinity(pid as libc::pid_t, std::mem::size_of_val(&set), &set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "pinning {pid} to cpu {cpu}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
 /// Events of `tgid` becoming busy on `cpu` within `window`.
 fn busy_events_of(src: &mut SchedSource, tgid: u32, cpu: u32, window: Duration) -> usize {
     let mut n = 0;
@@ -524,8 +541,12 @@ fn bpf_watches_a_cgroup_subtree() {
     let shallow = cg.make(&format!("{top_name}/c"));
     let outside = cg.make(&format!("{top_name}-outside"));
     let child = ChildGuard::spawn(&cpu.to_string(), None).unwrap();
+    // A move between groups whose cpuset differs sets the task's affinity to
+    // the new cpuset's CPUs on kernels before 6.2, undoing the child's own
+    // pinning: each join pins the child to the watched CPU again.
     let join = |dir: &std::path::Path| {
-        std::fs::write(dir.join("cgroup.procs"), child.pid().to_string()).unwrap()
+        std::fs::write(dir.join("cgroup.procs"), child.pid().to_string()).unwrap();
+        pin_task(child.pid(), cpu);
     };
     join(&deep);
     let id = src.watch_cgroup_path(&top).unwrap();
