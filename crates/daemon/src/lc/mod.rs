@@ -604,8 +604,30 @@ impl Discovery {
         let now = Instant::now();
         let look = self.look(by_name, now);
         let (mine, others) = self.owned_only(&look.named, out);
+        // Of the owner's same-named processes, one an LC process started (a
+        // pre-fork server's new worker before it drops its privileges) is
+        // followed from that process and said so; either kind is a root
+        // whose children are followed at each liveness check.
+        let mut started = Vec::new();
         for &p in &mine {
-            if self.watch(src, p, out) {
+            let from = procs::ancestor_in(
+                p,
+                |q| self.watched.contains(&q) || mine.contains(&q),
+                |q| look.read.get(&q).map(|s| s.ppid),
+            );
+            match from {
+                Some(from) => started.push((p, from)),
+                None => {
+                    if self.watch(src, p, out) {
+                        self.roots.insert(p);
+                    }
+                }
+            }
+        }
+        let started_pids: Vec<u32> = started.iter().map(|&(p, _)| p).collect();
+        self.adopt_descendants(src, started, out);
+        for p in started_pids {
+            if self.watched.contains(&p) {
                 self.roots.insert(p);
             }
         }
