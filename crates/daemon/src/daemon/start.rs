@@ -433,7 +433,7 @@ fn settings(plan: &Plan, spin: crate::rt::SpinBound) -> Settings {
         policy: plan.policy,
         spin,
         rescan: Duration::from_millis(cfg.lc.rescan_ms),
-        scx_pairs: (!smt_active()).then(|| {
+        scx_pairs: (!plan.smt).then(|| {
             // one partner per CPU: a request lane's first batch lane
             plan.request_lanes
                 .iter()
@@ -441,9 +441,4 @@ fn settings(plan: &Plan, spin: crate::rt::SpinBound) -> Settings {
                 .collect()
         }),
     }
-}
-
-/// Whether the machine runs SMT siblings (`/sys/devices/system/cpu/smt/active`).
-fn smt_active() -> bool {
-    std::fs::read_to_string("/sys/devices/system/cpu/smt/active").is_ok_and(|s| s.trim() == "1")
 }

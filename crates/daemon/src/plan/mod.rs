@@ -116,6 +116,9 @@ pub struct Plan {
     pub pairs: Vec<Pair>,
     /// One line on the pairing.
     pub pairing: String,
+    /// Whether a core of this machine runs more than one lane (SMT
+    /// siblings): the pairs are then siblings.
+    pub smt: bool,
     /// The page's request lanes.
     pub request_lanes: Vec<RequestLane>,
     /// The page's batch lanes.
@@ -274,6 +277,7 @@ impl Plan {
             config: config.clone(),
             pairs,
             pairing,
+            smt: topo.has_smt(),
             request_lanes,
             batch_lanes,
             page_spec,
