@@ -230,6 +230,34 @@ impl BatchGroup {
         Ok(written)
     }
 
+    /// Moves the group to `path`, where its container or pod was made anew
+    /// under the same name (the old directory is gone): opened in the same
+    /// controllers; the cpu yield's groups at or below the old path follow.
+    /// Writes nothing: [`BatchGroup::reapply`] applies the knobs. Returns
+    /// the old path.
+    pub fn rebind(
+        &mut self,
+        ex: &Executor,
+        path: GroupPath,
+        named: String,
+    ) -> Result<GroupPath, DaemonError> {
+        let group = ex.open_group(path.as_str(), self.group.controllers())?;
+        let old = std::mem::replace(&mut self.plan.path, path.clone());
+        if let Some(y) = &mut self.plan.cpu_yield {
+            for p in &mut y.groups {
+                if let Some(rest) = p.as_str().strip_prefix(old.as_str()) {
+                    if rest.is_empty() || rest.starts_with('/') {
+                        *p = GroupPath::new(&format!("{}{rest}", path.as_str()))?;
+                    }
+                }
+            }
+        }
+        self.group = group;
+        self.plan.named = Some(named);
+        self.idled.clear();
+        Ok(old)
+    }
+
     /// Whether every directory of the group exists.
     pub fn present(&self, ex: &Executor) -> bool {
         self.group.controllers().iter().all(|&c| {
@@ -504,5 +532,73 @@ impl Drop for BatchGroup {
         if self.child.is_some() || !self.idled.is_empty() {
             self.stop(None, Duration::from_millis(500));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::CpuYield;
+    use elfen_cgroup::Layout;
+
+    #[test]
+    fn a_group_made_anew_elsewhere_moves_with_its_cpu_yield() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("cgroup.controllers"), "cpuset cpu\n").unwrap();
+        let old_path = "machine.slice/libpod-aaaa.scope";
+        let new_path = "machine.slice/libpod-bbbb.scope";
+        for p in [old_path, new_path] {
+            std::fs::create_dir_all(root.path().join(p)).unwrap();
+        }
+        let ex = Executor::new(Hierarchy::with_layout(root.path(), Layout::V2).unwrap());
+        let path = GroupPath::new(old_path).unwrap();
+        let plan = GroupPlan {
+            name: "b".into(),
+            mode: Mode::Idle,
+            path: path.clone(),
+            source: GroupSource::Existing,
+            controllers: vec![Controller::Cpu],
+            confine: None,
+            idle: Some(IdleMethod::CpuIdle),
+            cpu_yield: Some(CpuYield {
+                groups: vec![GroupPath::new("machine.slice").unwrap(), path.clone()],
+                knob: Knob::CpuIdle(true),
+            }),
+            rungs: vec![Mode::Idle],
+            guard_cpus: None,
+            named: Some("container b".into()),
+            owner: elfen_cgroup::Owner::Operator,
+            follows: true,
+            iso: Default::default(),
+        };
+        let mut g = BatchGroup {
+            group: ex.open_group(old_path, &plan.controllers).unwrap(),
+            plan,
+            child: None,
+            idled: BTreeMap::new(),
+            idle_fallback: false,
+            sched_idle: Default::default(),
+        };
+        std::fs::remove_dir(root.path().join(old_path)).unwrap();
+        assert!(!g.present(&ex));
+        let new = GroupPath::new(new_path).unwrap();
+        let old = g
+            .rebind(&ex, new.clone(), "container b (new)".into())
+            .unwrap();
+        assert_eq!(old.as_str(), old_path);
+        assert_eq!(g.group.path(), &new);
+        assert_eq!(g.plan.path, new);
+        assert!(g.present(&ex));
+        // the slice above is kept, the group's own entry follows it
+        let y = g.plan.cpu_yield.as_ref().unwrap();
+        assert_eq!(
+            y.groups,
+            vec![GroupPath::new("machine.slice").unwrap(), new]
+        );
+        assert_eq!(g.plan.named.as_deref(), Some("container b (new)"));
+        // a path that is not there is refused, the group unchanged
+        let gone = GroupPath::new("machine.slice/libpod-cccc.scope").unwrap();
+        assert!(g.rebind(&ex, gone, "x".into()).is_err());
+        assert_eq!(g.plan.path.as_str(), new_path);
     }
 }

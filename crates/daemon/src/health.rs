@@ -62,7 +62,8 @@ pub fn retry<T>(mut f: impl FnMut() -> Result<T, CgroupError>) -> Result<T, Cgro
 struct GroupLive {
     name: String,
     mode: Mode,
-    path: String,
+    /// Its path (a container's changes when it is made anew).
+    path: Mutex<String>,
     counts: [AtomicU64; DaemonKnob::ALL.len()],
     /// The knob's last write failed.
     failing: [AtomicBool; DaemonKnob::ALL.len()],
@@ -127,7 +128,7 @@ impl Health {
                 .map(|g| GroupLive {
                     name: g.name.clone(),
                     mode: g.mode,
-                    path: g.path.to_string(),
+                    path: Mutex::new(g.path.to_string()),
                     counts: Default::default(),
                     failing: Default::default(),
                     last_error: Mutex::new(Default::default()),
@@ -206,6 +207,13 @@ impl Health {
         }
         *l = Some(reason);
         true
+    }
+
+    /// Group `g` now lives at `path` (its container was made anew).
+    pub fn set_path(&self, g: usize, path: String) {
+        if let Some(gl) = self.groups.get(g) {
+            *gl.path.lock().unwrap_or_else(|p| p.into_inner()) = path;
+        }
     }
 
     /// Group `g` (one that follows a unit, container or pod) runs nothing
@@ -386,7 +394,7 @@ impl Health {
                 GroupHealth {
                     name: gl.name.clone(),
                     mode: gl.mode.name().to_string(),
-                    path: gl.path.clone(),
+                    path: gl.path.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                     state,
                     reason,
                     failures,
@@ -463,7 +471,7 @@ impl FailureLog {
                     n - was,
                     knob.name(),
                     if n - was == 1 { "" } else { "s" },
-                    gl.path,
+                    gl.path.lock().unwrap_or_else(|p| p.into_inner()),
                     health.last_error(g, knob).unwrap_or_default()
                 ));
             }

@@ -12,7 +12,8 @@
 # occupies the partner lane) and gets them back at the stop; across rm -f +
 # run of the LC container with the same name (a new id, a new scope) the
 # daemon follows it and says so (the time to follow: median and max over the
-# restarts); a batch container restarted gets its knobs again.
+# restarts); a batch container restarted gets its knobs again, and one made
+# anew under its name (a new id and scope) is followed there.
 # shellcheck disable=SC2016 # eventually's expressions are evaluated at each poll
 . "$(dirname "$0")/../guest/lib.sh"
 set -u
@@ -224,6 +225,18 @@ podman restart -t 0 "$BATCH" >/dev/null
 check "a batch container restarted (same id) gets cpu.idle again" eventually 10 'test "$(cg_read "$batch_scope" cpu.idle)" = 1'
 check "... and its cpuset again" eventually 10 'test "$(cg_read "$batch_scope" cpuset.cpus)" = "1,3"'
 grep "batch batch:" "$WORK/daemon.log" | tail -n 3 | sed 's/^/  daemon| /'
-stop_daemon
+
+# the batch container made anew (rm -f + run): a new id and scope, which the
+# daemon moves the group to, with its knobs; what it wrote there is restored
+podman rm -f -t 0 "$BATCH" >/dev/null
+run_batch >/dev/null
+batch_id=$(cid "$BATCH")
+batch_scope=$(scope "$batch_id")
+check "a batch container made anew has a new scope" test -n "$batch_scope"
+check "... the daemon follows it there" eventually 10 'grep -q "batch batch: .*made anew (cgroup .*libpod-$batch_id.scope" "$WORK/daemon.log"'
+check "... its new scope is cpu.idle" eventually 10 'test "$(cg_read "$batch_scope" cpu.idle)" = 1'
+check "... and confined to the batch lanes 1,3" eventually 10 'test "$(cg_read "$batch_scope" cpuset.cpus)" = "1,3"'
+grep "batch batch:" "$WORK/daemon.log" | tail -n 3 | sed 's/^/  daemon| /'
+stopped "a batch container made anew"
 note "scenario wall time in the guest: $(calc "$(date +%s.%N) - $started") s from the first daemon start"
 finish

@@ -203,6 +203,12 @@ impl BatchSection {
             || self.pod_uid.is_some()
     }
 
+    /// Whether its name may come back at another path: a container or pod
+    /// made anew gets a new id, and its cgroup a new directory.
+    pub fn may_move(&self) -> bool {
+        self.container.is_some() || self.pod.is_some()
+    }
+
     /// Whether the group is confined to the batch lanes.
     pub fn confined(&self) -> bool {
         self.confine

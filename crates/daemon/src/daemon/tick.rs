@@ -66,6 +66,9 @@ impl Daemon {
         let now = Instant::now();
         if now >= self.next_rescan {
             self.next_rescan = now + Duration::from_millis(self.plan.config.lc.rescan_ms);
+            // groups made anew at another path, for their modes to follow
+            // once the executor is free (a mode's apply takes it)
+            let mut moved_to = Vec::new();
             if let Some(ex) = &self.executor {
                 let mut ex = ex.lock().unwrap_or_else(|p| p.into_inner());
                 for (i, g) in self.groups.iter_mut().enumerate() {
@@ -77,6 +80,12 @@ impl Daemon {
                         ));
                     }
                     if g.plan.follows {
+                        if let Some((line, group)) =
+                            moved(g, i, &mut ex, &self.plan.config, &self.health)
+                        {
+                            out.push(line);
+                            moved_to.push((i, group));
+                        }
                         out.extend(follow(g, i, &mut ex, &self.health));
                         if self.health.is_waiting(i) {
                             continue;
@@ -100,6 +109,17 @@ impl Daemon {
                         }
                     }
                     out.extend(g.poll_exit(&ex));
+                }
+            }
+            for (i, group) in moved_to {
+                let Some(d) = self.drivers.iter_mut().find(|d| d.index() == i) else {
+                    continue;
+                };
+                match d.rebind(group) {
+                    Ok(line) => out.push(line),
+                    Err(e) => {
+                        refused.get_or_insert(e);
+                    }
                 }
             }
             if let (Some(iso), Some(ex)) = (&mut self.isolation, &self.executor) {
@@ -263,6 +283,44 @@ impl Daemon {
         }
         first
     }
+}
+
+/// A batch group named by a container or pod, gone from its path but
+/// running again at another (made anew under the same name: a new id):
+/// the group moves there and its knobs are applied. Returns what to say
+/// and the new group, for its mode to follow. A move that fails is tried
+/// again at the next rescan.
+fn moved(
+    g: &mut BatchGroup,
+    i: usize,
+    ex: &mut elfen_cgroup::Executor,
+    config: &crate::config::Config,
+    health: &Health,
+) -> Option<(String, elfen_cgroup::Group)> {
+    let b = config.batch.iter().position(|b| b.name == g.plan.name)?;
+    let section = &config.batch[b];
+    if !section.may_move() || g.present(ex) {
+        return None;
+    }
+    let (path, how) = crate::placement::batch_group(b, section, config, ex.hierarchy()).ok()??;
+    if path == g.plan.path {
+        return None;
+    }
+    let old = g.rebind(ex, path, how.clone()).ok()?;
+    let new = g.plan.path.to_string();
+    health.set_path(i, new.clone());
+    health.clear_waiting(i);
+    let applied = match g.reapply(ex) {
+        Ok(_) => "its knobs are applied again".to_string(),
+        Err(e) => format!("its knobs could not be applied yet: {e}"),
+    };
+    Some((
+        format!(
+            "batch {}: {how} was made anew (cgroup {new}, was {old}): followed, {applied}",
+            g.plan.name
+        ),
+        g.group.clone(),
+    ))
 }
 
 /// A batch group that follows a unit, container or pod: its group gone,

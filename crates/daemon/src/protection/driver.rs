@@ -30,7 +30,7 @@ use super::profile::ProfileSnapshot;
 use super::{Cost, Env, Protection, Target, Withdrawn};
 use crate::config::{AutoSection, FreezeSection, Mode, ScxSection, Unfit};
 use crate::error::DaemonError;
-use elfen_cgroup::Knob;
+use elfen_cgroup::{Group, Knob};
 use elfen_ops::health::DaemonKnob;
 use serde::Serialize;
 use std::sync::Arc;
@@ -359,6 +359,28 @@ impl Driver {
             _ => None,
         };
         (std::mem::take(&mut self.withdrawn), auto)
+    }
+
+    /// The group was replaced under its name (a container or pod made anew
+    /// at another path): the active mode is withdrawn from the old group
+    /// and applied to `group`. Returns what to say.
+    pub fn rebind(&mut self, group: Group) -> Result<String, DaemonError> {
+        if self.state.stepped_aside {
+            self.thaw();
+        }
+        let w = self.active.withdraw();
+        self.withdrawn.push(w);
+        if let Some(cg) = self.target.cgroup.as_mut() {
+            cg.group = group;
+        }
+        let mode = self.active.mode();
+        let mut next = super::new(mode, &self.env, &self.target);
+        next.apply()?;
+        self.active = next;
+        Ok(format!(
+            "batch {}: mode {mode} applied to its new group",
+            self.target.name
+        ))
     }
 
     /// Replaces the active mode by `to`, saying why; the old mode is
