@@ -12,8 +12,10 @@
 # occupies the partner lane) and gets them back at the stop; across rm -f +
 # run of the LC container with the same name (a new id, a new scope) the
 # daemon follows it and says so (the time to follow: median and max over the
-# restarts); a batch container restarted gets its knobs again, and one made
-# anew under its name (a new id and scope) is followed there.
+# restarts); a batch container restarted gets its knobs again, one made
+# anew under its name (a new id and scope) is followed there, and knobs
+# systemd writes over (set-property AllowedCPUs=, CPUWeight=) are written
+# again.
 # shellcheck disable=SC2016 # eventually's expressions are evaluated at each poll
 . "$(dirname "$0")/../guest/lib.sh"
 set -u
@@ -237,6 +239,30 @@ check "... the daemon follows it there" eventually 10 'grep -q "batch batch: .*m
 check "... its new scope is cpu.idle" eventually 10 'test "$(cg_read "$batch_scope" cpu.idle)" = 1'
 check "... and confined to the batch lanes 1,3" eventually 10 'test "$(cg_read "$batch_scope" cpuset.cpus)" = "1,3"'
 grep "batch batch:" "$WORK/daemon.log" | tail -n 3 | sed 's/^/  daemon| /'
+
+# what systemd writes over the daemon's knobs (systemctl set-property, as an
+# operator's change or podman's own settings do) is written again, one knob
+# at a time: the daemon's line names the knob it wrote again
+unit=${batch_scope##*/}
+# again_lines KNOB: the daemon's lines so far that wrote KNOB again on the
+# batch scope
+again_lines() { grep -c "batch batch: .*$1 on .*changed under the daemon" "$WORK/daemon.log"; }
+knob_again() { # PROPERTY KNOB_WRITTEN FILE VALUE
+  local t0 t1 n0
+  n0=$(again_lines "$2")
+  t0=$(date +%s.%N)
+  systemctl set-property --runtime "$unit" "$1"
+  if eventually 10 "test \$(again_lines '$2') -gt $n0"; then
+    t1=$(date +%s.%N)
+    note "systemd's $1 on the batch scope: $2 written again within $(calc "$t1 - $t0") s (rescan_ms 1000)"
+  else
+    echo "FAIL: systemd's $1 on the batch scope: the daemon did not write $2 again within $((10 * SLACK)) s"
+    FAILS=$((FAILS + 1))
+  fi
+  check "... $3 is $4 again" eventually 5 "test \"\$(cg_read \"\$batch_scope\" $3)\" = '$4'"
+}
+knob_again AllowedCPUs=0-3 cpus=1,3 cpuset.cpus 1,3
+knob_again CPUWeight=100 cpu.idle=1 cpu.idle 1
 stopped "a batch container made anew"
 note "scenario wall time in the guest: $(calc "$(date +%s.%N) - $started") s from the first daemon start"
 finish
