@@ -56,10 +56,9 @@ pub fn rounds_line(f: &ResultFile) -> Option<String> {
     };
     Some(format!(
         "rounds: {} per point, then more where a judged verdict was open (its interval \
-         straddled the limit; {}'s first), beside LC alone, up to {} rounds a point and {:.0} s in all: {what}; \
+         straddled the limit), beside LC alone, up to {} rounds a point and {:.0} s in all: {what}; \
          stopped because {}",
         r.reps_planned,
-        crate::sweep::rounds::HEADLINE.name(),
         a.max_reps,
         a.budget_s,
         a.end.words()

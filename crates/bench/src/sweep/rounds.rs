@@ -17,10 +17,6 @@
 //!    `max_reps` rounds; no round starts that would take the added rounds
 //!    past `added_reps_budget_s` (predicted from the mean invocation so
 //!    far). The knee is read again before every pass.
-//! 3. **The headline first.** While a verdict of [`HEADLINE`] (borrow
-//!    idle, the policy the run's conclusion is about) is open, the passes
-//!    run only its points, so the budget is not spread over every open
-//!    verdict before the headline concludes; the others share what is left.
 //!
 //! Every round is kept in the result file; [`elfen_results::Rounds`]
 //! records the caps, each added round and why they stopped.
@@ -106,18 +102,6 @@ impl Grid {
             })
             .collect()
     }
-}
-
-/// The configuration whose open verdicts take the added rounds first: borrow
-/// idle, the policy the run's conclusion is about.
-pub const HEADLINE: Config = Config::BorrowIdle;
-
-/// The open verdicts the next pass of added rounds serves: those of
-/// [`HEADLINE`] while any is open, else all.
-pub(super) fn headline_first(open: Vec<Open>) -> Vec<Open> {
-    let (headline, rest): (Vec<Open>, Vec<Open>) =
-        open.into_iter().partition(|o| o.key.config == HEADLINE);
-    if headline.is_empty() { rest } else { headline }
 }
 
 /// Per load (ascending), the slots of the open verdicts there.
@@ -219,7 +203,7 @@ impl Sweep<'_> {
             info.knee_rps = study::knee_rps(&self.result);
             let prot = study::protection(&self.result, tol, info.knee_rps);
             let (open, capped) = study::open_verdicts(&prot, spec.max_reps as usize);
-            let by_load = open_slots(g, &headline_first(open));
+            let by_load = open_slots(g, &open);
             if by_load.is_empty() {
                 info.end = if capped.is_empty() {
                     RoundsEnd::Concluded
@@ -299,30 +283,5 @@ mod tests {
         // sched_idle·matrix, borrow_idle·matrix
         assert_eq!(open_slots(&g, &o), vec![(0, vec![2]), (1, vec![1, 4])]);
         assert!(open_slots(&g, &[]).is_empty());
-    }
-
-    #[test]
-    fn the_headline_takes_the_added_rounds_first() {
-        let open = |c: Config, b: &str, rps: f64| Open {
-            key: SeriesKey {
-                config: c,
-                label: None,
-                batch: Some(b.into()),
-            },
-            rps,
-            rounds: 3,
-        };
-        let all = vec![
-            open(Config::SchedIdle, "stream", 500.0),
-            open(HEADLINE, "matrix", 1000.0),
-            open(Config::FixedBudget, "matrix", 500.0),
-            open(HEADLINE, "stream", 500.0),
-        ];
-        let first = headline_first(all.clone());
-        assert_eq!(first, vec![all[1].clone(), all[3].clone()]);
-        // once the headline concluded, the others get the rounds
-        let rest = vec![all[0].clone(), all[2].clone()];
-        assert_eq!(headline_first(rest.clone()), rest);
-        assert!(headline_first(Vec::new()).is_empty());
     }
 }
