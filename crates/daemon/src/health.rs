@@ -209,6 +209,18 @@ impl Health {
         true
     }
 
+    /// Group `g`, lost because it was gone too long, is back: no longer
+    /// lost. True when it was.
+    pub fn clear_lost(&self, g: usize) -> bool {
+        self.groups.get(g).is_some_and(|gl| {
+            gl.lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .is_some()
+        })
+    }
+
     /// Group `g` now lives at `path` (its container was made anew).
     pub fn set_path(&self, g: usize, path: String) {
         if let Some(gl) = self.groups.get(g) {

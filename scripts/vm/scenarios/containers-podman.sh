@@ -15,7 +15,8 @@
 # restarts); a batch container restarted gets its knobs again, one made
 # anew under its name (a new id and scope) is followed there, and knobs
 # systemd writes over (set-property AllowedCPUs=, CPUWeight=) are written
-# again.
+# again; one gone for longer than group_gone_ms is lost, as on_group_lost
+# says (continue: carried on, and back it is not lost; stop: exit 3).
 # shellcheck disable=SC2016 # eventually's expressions are evaluated at each poll
 . "$(dirname "$0")/../guest/lib.sh"
 set -u
@@ -91,10 +92,11 @@ check "the LC container's processes are in its scope" eventually 10 'grep -rqs .
 check "the batch container's spinners run" eventually 10 'holds "$(cg_usage_s "$batch_scope") > 0.1"'
 
 # --- one run of the daemon ------------------------------------------------------
-# run_daemon MODE LC_SELECTOR BATCH_SELECTOR: starts the daemon in the
-# background (its log in $WORK/daemon.log), waits for it to run
+# run_daemon MODE LC_SELECTOR BATCH_SELECTOR [TOP_LINES]: starts the daemon
+# in the background (its log in $WORK/daemon.log), waits for it to run
 run_daemon() {
   cat >"$WORK/daemon.toml" <<EOF
+${4:-}
 [metrics]
 listen = "127.0.0.1:$PORT"
 
@@ -264,5 +266,47 @@ knob_again() { # PROPERTY KNOB_WRITTEN FILE VALUE
 knob_again AllowedCPUs=0-3 cpus=1,3 cpuset.cpus 1,3
 knob_again CPUWeight=100 cpu.idle=1 cpu.idle 1
 stopped "a batch container made anew"
+
+# --- a batch container gone for longer than group_gone_ms --------------------------
+# with on_group_lost = "continue": said LOST, the daemon carries on, and the
+# container back (podman start: the same id, its scope made anew) is no
+# longer lost and gets its knobs again
+run_daemon idle "$LC" "$BATCH" $'group_gone_ms = 3000\non_group_lost = "continue"'
+check "gone: the batch scope is cpu.idle" eventually 5 'test "$(cg_read "$batch_scope" cpu.idle)" = 1'
+podman stop -t 0 "$BATCH" >/dev/null
+t0=$(date +%s.%N)
+if eventually 15 'grep -q "LOST: batch batch .*has been gone for .*group_gone_ms = 3000.*carries on" "$WORK/daemon.log"'; then
+  note "a batch container stopped: said LOST $(calc "$(date +%s.%N) - $t0") s after podman stop (group_gone_ms 3000, rescan_ms 1000)"
+else
+  echo "FAIL: a batch container stopped for longer than group_gone_ms was not said LOST within $((15 * SLACK)) s"
+  FAILS=$((FAILS + 1))
+fi
+check "... and the daemon carries on (on_group_lost = continue)" kill -0 "$DAEMON_PID"
+podman start "$BATCH" >/dev/null
+batch_scope=$(scope "$batch_id")
+check "gone and back: no longer lost, said so" eventually 15 'grep -q "batch batch: .*is back .*it had been lost" "$WORK/daemon.log"'
+check "... and its scope is cpu.idle again" eventually 5 'test "$(cg_read "$batch_scope" cpu.idle)" = 1'
+grep -E "batch batch:|LOST" "$WORK/daemon.log" | tail -n 3 | sed 's/^/  daemon| /'
+stopped "gone and back"
+
+# with on_group_lost = "stop" (the default): the daemon restores everything
+# and exits with status 3
+run_daemon idle "$LC" "$BATCH" 'group_gone_ms = 3000'
+podman stop -t 0 "$BATCH" >/dev/null
+t0=$(date +%s.%N)
+if eventually 20 '! kill -0 "$DAEMON_PID" 2>/dev/null'; then
+  wait "$DAEMON_PID"
+  rc=$?
+  DAEMON_PID=
+  note "a batch container stopped, on_group_lost = stop: the daemon exited $(calc "$(date +%s.%N) - $t0") s after podman stop"
+  check "gone, on_group_lost = stop: the daemon exits with status 3" test "$rc" = 3
+  check "... having said LOST" grep -q "LOST: batch batch .*the daemon stops" "$WORK/daemon.log"
+  check "... and removed its page" test ! -e /dev/shm/elfen
+else
+  echo "FAIL: a batch container stopped for longer than group_gone_ms: the daemon still runs after $((20 * SLACK)) s (on_group_lost = stop)"
+  FAILS=$((FAILS + 1))
+  stop_daemon
+fi
+podman start "$BATCH" >/dev/null
 note "scenario wall time in the guest: $(calc "$(date +%s.%N) - $started") s from the first daemon start"
 finish

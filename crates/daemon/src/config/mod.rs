@@ -68,6 +68,10 @@ pub struct Config {
     /// everything and exit with status 3) or `continue` (keep running, the
     /// group marked lost in `elfen status` and the metrics).
     pub on_group_lost: OnGroupLost,
+    /// How long a batch group that follows a unit, container or pod may
+    /// be gone (its cgroup removed, waited for) before it counts as lost,
+    /// as `on_group_lost` says, ms (default 300000; 0: waited for always).
+    pub group_gone_ms: u64,
     /// Where the groups of `[[batch]] command`s go when systemd manages
     /// the host's cgroups but the daemon's own group is not delegated to it
     /// (a shell's session scope, a unit without `Delegate=yes`): `refuse`
@@ -114,6 +118,7 @@ impl Default for Config {
             freezer: FreezerChoice::Auto,
             heartbeat_ms: 100,
             on_group_lost: OnGroupLost::Stop,
+            group_gone_ms: 300_000,
             undelegated: Undelegated::Refuse,
             policy: PolicySection::default(),
             lc: LcSection::default(),

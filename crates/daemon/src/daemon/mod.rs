@@ -66,6 +66,9 @@ pub struct Daemon {
     failure_log: FailureLog,
     /// Groups whose loss was said.
     lost_said: Vec<bool>,
+    /// Since when each group that follows a unit, container or pod has
+    /// been gone (waited for).
+    gone_since: Vec<Option<Instant>>,
     /// The health record last published (not written again unchanged).
     published: Option<elfen_ops::health::DaemonHealth>,
     /// Whether a failure to publish it was said.
@@ -137,6 +140,7 @@ impl Daemon {
         let mut d = Daemon {
             next_rescan: Instant::now(),
             lost_said: vec![false; plan.groups.len()],
+            gone_since: vec![None; plan.groups.len()],
             health,
             failure_log: FailureLog::default(),
             published: None,

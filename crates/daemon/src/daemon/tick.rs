@@ -88,7 +88,14 @@ impl Daemon {
                         }
                         out.extend(follow(g, i, &mut ex, &self.health));
                         if self.health.is_waiting(i) {
+                            let since = *self.gone_since[i].get_or_insert(now);
+                            gone_too_long(g, i, since, now, &self.plan.config, &self.health);
                             continue;
+                        }
+                        self.gone_since[i] = None;
+                        if self.health.state(i) != GroupState::Lost {
+                            // back after a loss (on_group_lost = "continue")
+                            self.lost_said[i] = false;
                         }
                     }
                     if !g.is_owned() && g.present(&ex) {
@@ -102,7 +109,8 @@ impl Daemon {
                             self.health.mark_lost(
                                 i,
                                 format!(
-                                    "its cgroup {} was removed while the daemon ran",
+                                    "its cgroup {} was removed while the daemon ran: its \
+                                     processes are no longer contained",
                                     dir.display()
                                 ),
                             );
@@ -274,10 +282,12 @@ impl Daemon {
                 }
             };
             out.push(format!(
-                "LOST: batch {} ({}): {}: its processes are no longer contained; {then}",
+                "LOST: batch {} ({}): {}; {then}",
                 g.name,
                 g.path,
-                g.reason.as_deref().unwrap_or("its cgroup is gone")
+                g.reason
+                    .as_deref()
+                    .unwrap_or("its cgroup is gone: its processes are no longer contained")
             ));
             first.get_or_insert((g.name.clone(), g.path.clone()));
         }
@@ -310,6 +320,7 @@ fn moved(
     let new = g.plan.path.to_string();
     health.set_path(i, new.clone());
     health.clear_waiting(i);
+    health.clear_lost(i);
     let applied = match g.reapply(ex) {
         Ok(_) => "its knobs are applied again".to_string(),
         Err(e) => format!("its knobs could not be applied yet: {e}"),
@@ -321,6 +332,36 @@ fn moved(
         ),
         g.group.clone(),
     ))
+}
+
+/// A group that follows a unit, container or pod, gone since `since`:
+/// lost (as `on_group_lost` says) once that is `group_gone_ms` ago.
+fn gone_too_long(
+    g: &BatchGroup,
+    i: usize,
+    since: Instant,
+    now: Instant,
+    config: &crate::config::Config,
+    health: &Health,
+) {
+    let limit = Duration::from_millis(config.group_gone_ms);
+    let gone = now.saturating_duration_since(since);
+    if config.group_gone_ms == 0 || gone < limit {
+        return;
+    }
+    let what = g
+        .plan
+        .named
+        .clone()
+        .unwrap_or_else(|| g.plan.path.to_string());
+    health.mark_lost(
+        i,
+        format!(
+            "{what} has been gone for {:.0} s (group_gone_ms = {})",
+            gone.as_secs_f64(),
+            config.group_gone_ms
+        ),
+    );
 }
 
 /// A batch group that follows a unit, container or pod: its group gone,
@@ -358,8 +399,13 @@ fn follow(
     Some(match g.reapply(ex) {
         Ok(_) => {
             health.clear_waiting(i);
+            let was_lost = if health.clear_lost(i) {
+                " (it had been lost: no longer)"
+            } else {
+                ""
+            };
             format!(
-                "batch {}: {what} is back (cgroup {}): its knobs are applied again",
+                "batch {}: {what} is back (cgroup {}): its knobs are applied again{was_lost}",
                 g.plan.name, g.plan.path
             )
         }

@@ -197,6 +197,9 @@ fn lc_user_is_checked_before_anything_is_applied() {
     // the defaults the docs give, and a bad value named
     let d = elfen_daemon::Config::default();
     assert_eq!(d.on_group_lost, elfen_daemon::config::OnGroupLost::Stop);
+    assert_eq!(d.group_gone_ms, 300_000);
+    let e = elfen_daemon::Config::parse("group_gone_ms = -1\n").unwrap_err();
+    assert!(e.field.contains("line 1"), "{e}");
     assert!(d.lc.user.is_none());
     let e = elfen_daemon::Config::parse("on_group_lost = \"sometimes\"\n").unwrap_err();
     assert!(
