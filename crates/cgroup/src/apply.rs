@@ -310,6 +310,33 @@ impl Executor {
         Ok(None)
     }
 
+    /// The group's owner set `knob` itself, under the executor (`systemctl
+    /// freeze`, `docker pause`): where the executor recorded the knob's
+    /// original on `group`, the value restored at the end is now the
+    /// owner's (persisted). Nothing is written to the group; a knob the
+    /// executor never changed there stays unrecorded.
+    pub fn owner_set(&mut self, group: &Group, knob: Knob) -> Result<()> {
+        let ctl = knob.controller();
+        let v2 = self.hier.is_v2(ctl);
+        let dir = self.group_dir_checked(group, ctl)?;
+        let native = knob.native(v2, &dir.join(knob.kind().files(v2)[0]))?;
+        let kind = native.kind();
+        let Some(o) = self
+            .state
+            .rec
+            .originals
+            .iter_mut()
+            .find(|o| o.group == group.path && o.knob.kind() == kind)
+        else {
+            return Ok(());
+        };
+        if o.knob != native {
+            o.knob = native;
+            self.state.persist()?;
+        }
+        Ok(())
+    }
+
     /// Records the current value of every planned knob of a group the
     /// executor did not create (first change only), then persists.
     fn record_originals(&mut self, planned: &[Planned]) -> Result<()> {

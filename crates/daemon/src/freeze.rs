@@ -21,13 +21,27 @@
 //! metrics, `elfen status`, its log) and not taken for done: the group is
 //! still thawed (or frozen) as far as the thread knows, and the next
 //! decision writes again.
+//!
+//! **The group's owner** may freeze and thaw it too (`systemctl freeze` /
+//! `thaw` of its unit, `docker pause` / `unpause`; `podman pause` freezes a
+//! group of its own below the container's scope, which never meets this).
+//! A group thawed under the thread while it holds it frozen for the LC
+//! (read back at each wake-up while the policy says nap, at least every
+//! `max_sleep`, or found thawed by the thread's own thaw) is counted and
+//! said, and frozen again while the policy says nap. A group a freeze finds
+//! frozen already (the executor writes nothing) is the owner's: the thread
+//! leaves its freezer alone, the value restored at the stop becomes frozen
+//! ([`Executor::owner_set`]), and it takes the group back when the owner
+//! thaws it. A freeze the owner makes while the thread holds the group
+//! frozen cannot be seen (the file reads frozen either way) and ends at the
+//! next thaw.
 
 use crate::bell::Bell;
 use crate::error::DaemonError;
 use crate::guard::{LatencySummary, latency_histogram};
 use crate::health::{GroupReporter, retry};
 use crate::worker::Worker;
-use elfen_cgroup::{Executor, FreezerState, Group, Knob};
+use elfen_cgroup::{Executor, FreezerState, Group, Knob, KnobKind};
 use elfen_cmd::proc::{SchedClass, set_sched};
 use elfen_ops::health::DaemonKnob;
 use elfen_policy::{Decision, Observation, Policy, PolicyConfig};
@@ -78,6 +92,12 @@ pub struct FreezeReport {
     /// 100 ms windows in which its work reached its real-time bound's
     /// share and it ran the rest of the window at SCHED_OTHER.
     pub rt_demotions: u64,
+    /// Times the group was thawed under the thread while it held it
+    /// frozen (frozen again each time).
+    pub owner_thaws: u64,
+    /// Times a freeze found the group frozen by its owner (left alone
+    /// until the owner thawed it).
+    pub owner_holds: u64,
     /// Errors met (the thread keeps going; the first few are kept).
     pub errors: Vec<String>,
 }
@@ -190,7 +210,10 @@ struct State {
     executor: Arc<Mutex<Executor>>,
     opts: FreezeOptions,
     reporter: Option<GroupReporter>,
+    /// The thread holds the group frozen (its own freeze).
     frozen: bool,
+    /// The group's owner holds it frozen (see the module docs).
+    owner_holds: bool,
     /// Freezes requested (read while running).
     freezes: Arc<AtomicU64>,
     /// A freeze requested and not yet seen done: when, and the busy edge.
@@ -224,6 +247,7 @@ impl State {
             opts,
             reporter,
             frozen: false,
+            owner_holds: false,
             freezes: Arc::new(AtomicU64::new(0)),
             pending: None,
             freeze_h: latency_histogram(),
@@ -279,7 +303,8 @@ impl State {
             duty.step(elfen_shm::clock::monotonic_ns());
             self.check_pending();
             let (nap, hold) = self.decide();
-            if nap != self.frozen {
+            self.follow_owner(nap);
+            if !self.owner_holds && nap != self.frozen {
                 self.set_frozen(nap, bell.busy_event_ns());
             }
             sleep = match self.pending {
@@ -332,6 +357,65 @@ impl State {
         }
     }
 
+    /// What the group's owner did to its freezer (see the module docs):
+    /// while the owner holds it frozen, whether it thawed it; while the
+    /// thread holds it frozen and the policy still says nap, whether it
+    /// was thawed under the thread (then taken for thawed: the decision
+    /// freezes it again).
+    fn follow_owner(&mut self, nap: bool) {
+        let watch = self.owner_holds || (self.frozen && nap && self.pending.is_none());
+        if !watch {
+            return;
+        }
+        let requested = self
+            .executor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&self.group, KnobKind::Frozen);
+        let Ok(Knob::Frozen(requested)) = requested else {
+            return; // a group gone or unreadable: the next write says so
+        };
+        if requested {
+            return;
+        }
+        if self.owner_holds {
+            self.set_owner_holds(false);
+        } else {
+            self.thawed_under();
+        }
+    }
+
+    /// The group, held frozen by the thread, was thawed under it: taken
+    /// for thawed (the next decision to nap freezes it again), counted and
+    /// reported.
+    fn thawed_under(&mut self) {
+        self.frozen = false;
+        self.report.owner_thaws += 1;
+        if let Some(r) = &self.reporter {
+            r.owner_thawed();
+        }
+    }
+
+    /// The owner holds the group frozen (`true`, counted) or let it go:
+    /// the value restored at the stop becomes the owner's, and reported.
+    fn set_owner_holds(&mut self, holds: bool) {
+        self.owner_holds = holds;
+        if holds {
+            self.report.owner_holds += 1;
+        }
+        let r = self
+            .executor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .owner_set(&self.group, Knob::Frozen(holds));
+        if let Err(e) = r {
+            self.error(format!("recording the owner's freezer state: {e}"));
+        }
+        if let Some(r) = &self.reporter {
+            r.set_owner_holds(holds);
+        }
+    }
+
     /// Requests a freeze (its completion is polled by `check_pending`,
     /// sleeping in between: a freezing task must run to stop, and this
     /// thread may share its CPU) or thaws. A write that fails is counted
@@ -342,9 +426,16 @@ impl State {
         let t0 = Instant::now();
         let group = self.group.clone();
         if frozen {
+            let r = retry(|| ex.set(&group, Knob::Frozen(true)));
+            if matches!(&r, Ok(rep) if rep.is_noop()) {
+                // frozen already, not by this thread: its owner's
+                drop(ex);
+                self.set_owner_holds(true);
+                return;
+            }
             self.report.freezes += 1;
             self.freezes.fetch_add(1, Relaxed);
-            match retry(|| ex.set(&group, Knob::Frozen(true))) {
+            match r {
                 Ok(_) => {
                     self.pending = Some((t0, edge_ns));
                     self.frozen = true;
@@ -356,6 +447,12 @@ impl State {
             self.report.thaws += 1;
             self.pending = None;
             match retry(|| ex.thaw(&group)) {
+                Ok(rep) if rep.is_noop() && self.frozen => {
+                    // thawed already, not by this thread: its owner thawed
+                    // it while the thread held it frozen
+                    drop(ex);
+                    self.thawed_under();
+                }
                 Ok(_) => {
                     let _ = self.thaw_h.record(t0.elapsed().as_nanos().max(1) as u64);
                     self.frozen = false;

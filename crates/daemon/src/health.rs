@@ -76,6 +76,11 @@ struct GroupLive {
     waiting: Mutex<Option<String>>,
     named: Option<String>,
     owner: Option<String>,
+    /// Times its freezer was thawed under the daemon while the daemon held
+    /// it frozen for the LC (frozen again each time).
+    owner_thaws: AtomicU64,
+    /// Its owner holds it frozen: the daemon leaves its freezer alone.
+    owner_holds: AtomicBool,
 }
 
 fn slot(k: DaemonKnob) -> usize {
@@ -117,6 +122,16 @@ impl GroupReporter {
     pub fn succeeded(&self, knob: DaemonKnob) {
         self.health.succeeded(self.group, knob);
     }
+
+    /// See [`Health::owner_thawed`].
+    pub fn owner_thawed(&self) {
+        self.health.owner_thawed(self.group);
+    }
+
+    /// See [`Health::set_owner_holds`].
+    pub fn set_owner_holds(&self, holds: bool) {
+        self.health.set_owner_holds(self.group, holds);
+    }
 }
 
 impl Health {
@@ -139,6 +154,8 @@ impl Health {
                     waiting: Mutex::new(None),
                     named: g.named.clone(),
                     owner: (g.owner != elfen_cgroup::Owner::Operator).then(|| g.owner.describe()),
+                    owner_thaws: AtomicU64::new(0),
+                    owner_holds: AtomicBool::new(false),
                 })
                 .collect(),
             lc_ignored: AtomicU64::new(0),
@@ -194,6 +211,38 @@ impl Health {
                 f.store(false, Relaxed);
             }
         }
+    }
+
+    /// Group `g`'s freezer was thawed under the daemon while the daemon
+    /// held it frozen for the LC (by its owner: `systemctl thaw`,
+    /// `docker unpause`); the daemon freezes it again while the LC is busy.
+    pub fn owner_thawed(&self, g: usize) {
+        if let Some(gl) = self.groups.get(g) {
+            gl.owner_thaws.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Times group `g`'s freezer was thawed under the daemon.
+    pub fn owner_thaws(&self, g: usize) -> u64 {
+        self.groups
+            .get(g)
+            .map_or(0, |gl| gl.owner_thaws.load(Relaxed))
+    }
+
+    /// Whether group `g`'s owner holds it frozen (a freeze found it frozen
+    /// already: `systemctl freeze`, `docker pause`, a frozen parent) until
+    /// the owner thaws it; the daemon leaves its freezer alone meanwhile.
+    pub fn set_owner_holds(&self, g: usize, holds: bool) {
+        if let Some(gl) = self.groups.get(g) {
+            gl.owner_holds.store(holds, Relaxed);
+        }
+    }
+
+    /// See [`Health::set_owner_holds`].
+    pub fn owner_holds(&self, g: usize) -> bool {
+        self.groups
+            .get(g)
+            .is_some_and(|gl| gl.owner_holds.load(Relaxed))
     }
 
     /// Marks group `g` lost for `reason`; true the first time.
@@ -454,10 +503,14 @@ impl Health {
 }
 
 /// What the log has said of each group's knobs: failures are logged at the
-/// first one and then at most once a second, with the count since.
+/// first one and then at most once a second, with the count since; what
+/// the group's owner did to its freezer, when it happened (thaws under the
+/// daemon at most once a second, with the count).
 #[derive(Debug, Default)]
 pub struct FailureLog {
     said: std::collections::BTreeMap<(usize, DaemonKnob), (u64, Instant)>,
+    /// Per group: owner thaws said, when, and whether its owner holds it.
+    owner: std::collections::BTreeMap<usize, (u64, Instant, bool)>,
 }
 
 impl FailureLog {
@@ -465,6 +518,7 @@ impl FailureLog {
     pub fn lines(&mut self, health: &Health) -> Vec<String> {
         let mut out = Vec::new();
         for g in 0..health.len() {
+            self.owner_lines(health, g, &mut out);
             for &knob in &DaemonKnob::ALL {
                 let n = health.count(g, knob);
                 let (was, at) = self
@@ -489,6 +543,51 @@ impl FailureLog {
             }
         }
         out
+    }
+
+    /// What group `g`'s owner did to its freezer, since said.
+    fn owner_lines(&mut self, health: &Health, g: usize, out: &mut Vec<String>) {
+        let gl = &health.groups[g];
+        let (said, at, held) = self.owner.get(&g).copied().unwrap_or((
+            0,
+            Instant::now() - Duration::from_secs(3600),
+            false,
+        ));
+        let path = || gl.path.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let holds = health.owner_holds(g);
+        if holds != held {
+            out.push(if holds {
+                format!(
+                    "batch {}: {} is frozen by its owner (systemctl freeze, docker pause, a \
+                     frozen parent): the daemon leaves it frozen, also at its stop, and does not \
+                     thaw it until its owner does",
+                    gl.name,
+                    path()
+                )
+            } else {
+                format!(
+                    "batch {}: {} is thawed by its owner: the daemon freezes it for the LC \
+                     again",
+                    gl.name,
+                    path()
+                )
+            });
+        }
+        let n = health.owner_thaws(g);
+        let due = n != said && at.elapsed() >= Duration::from_secs(1);
+        if due {
+            out.push(format!(
+                "batch {}: {} was thawed under the daemon while it held it frozen for the \
+                 LC (by its owner: systemctl thaw, docker unpause): the daemon freezes it again \
+                 while the LC is busy ({} time{}, {n} in all)",
+                gl.name,
+                path(),
+                n - said,
+                if n - said == 1 { "" } else { "s" }
+            ));
+        }
+        let (said, at) = if due { (n, Instant::now()) } else { (said, at) };
+        self.owner.insert(g, (said, at, holds));
     }
 }
 
@@ -593,5 +692,38 @@ mod tests {
         assert!(l[0].contains("2 freeze writes") && l[0].contains("(2 in all)"));
         h.failed(0, DaemonKnob::Freeze, &gone);
         assert!(log.lines(&h).is_empty(), "not twice in a second");
+    }
+
+    #[test]
+    fn what_the_owner_did_to_the_freezer_is_said() {
+        let h = Health::new(&[plan(Mode::Freeze)]);
+        let mut log = FailureLog::default();
+        assert!(log.lines(&h).is_empty());
+        h.set_owner_holds(0, true);
+        let l = log.lines(&h);
+        assert_eq!(l.len(), 1, "{l:?}");
+        assert!(l[0].contains("frozen by its owner") && l[0].contains("batch/x"));
+        assert!(log.lines(&h).is_empty(), "said once");
+        h.set_owner_holds(0, false);
+        let l = log.lines(&h);
+        assert!(
+            l.len() == 1 && l[0].contains("thawed by its owner"),
+            "{l:?}"
+        );
+        h.owner_thawed(0);
+        let l = log.lines(&h);
+        assert!(
+            l.len() == 1
+                && l[0].contains("freezes it again while the LC is busy (1 time, 1 in all)"),
+            "{l:?}"
+        );
+        h.owner_thawed(0);
+        assert!(log.lines(&h).is_empty(), "not twice in a second");
+        assert_eq!(h.owner_thaws(0), 2);
+        assert_eq!(
+            h.state(0),
+            GroupState::Ok,
+            "an owner's change is no failure"
+        );
     }
 }

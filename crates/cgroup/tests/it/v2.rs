@@ -296,3 +296,45 @@ fn a_delegated_executor_never_writes_above_its_subtree() {
     assert!(untouched(r.join("cgroup.subtree_control")));
     ex.restore_all();
 }
+
+/// A group's owner freezes it under the executor (`podman pause`): told
+/// so, the executor restores the owner's value at the end, not the one it
+/// found first; a knob it never changed stays unrecorded.
+#[test]
+fn what_the_owner_set_is_what_is_restored() {
+    let (root, h) = fake_v2();
+    let r = root.path();
+    put(&r.join("svc"), &v2_group_files());
+    put(&r.join("other"), &v2_group_files());
+    let mut ex = Executor::new(h);
+    let g = ex.open_group("svc", &[Controller::Freezer]).unwrap();
+    ex.set(&g, Knob::Frozen(true)).unwrap();
+    ex.thaw(&g).unwrap();
+    // the owner pauses it; the executor is told
+    std::fs::write(r.join("svc/cgroup.freeze"), "1\n").unwrap();
+    ex.owner_set(&g, Knob::Frozen(true)).unwrap();
+    let other = ex.open_group("other", &[Controller::Freezer]).unwrap();
+    ex.owner_set(&other, Knob::Frozen(true)).unwrap();
+    assert!(
+        ex.record().originals.iter().all(|o| o.group == *g.path()),
+        "a knob the executor never changed is not recorded: {:?}",
+        ex.record().originals
+    );
+    let rep = ex.restore_all();
+    assert!(rep.is_clean(), "{rep:?}");
+    assert_eq!(
+        read(r.join("svc/cgroup.freeze")).trim(),
+        "1",
+        "the owner's pause stays"
+    );
+
+    // told of the owner's thaw, the executor restores thawed again
+    let mut ex = Executor::new(Hierarchy::detect(r).unwrap());
+    let g = ex.open_group("svc", &[Controller::Freezer]).unwrap();
+    std::fs::write(r.join("svc/cgroup.freeze"), "0\n").unwrap();
+    ex.set(&g, Knob::Frozen(true)).unwrap();
+    ex.owner_set(&g, Knob::Frozen(true)).unwrap();
+    ex.owner_set(&g, Knob::Frozen(false)).unwrap();
+    ex.restore_all();
+    assert_eq!(read(r.join("svc/cgroup.freeze")).trim(), "0");
+}
