@@ -113,10 +113,11 @@ ship() {
   mkdir -p "$pay/$(dirname "$rel")"
   cp -a "$src" "$pay/$rel"
 }
-# the repository's files tests read at run time (configs, unit files, vectors, the
-# docs the metrics table is checked against), and the crates' directories
+# the repository's files tests read at run time (configs, unit files, the
+# DaemonSet's manifest, vectors, the docs the metrics table is checked
+# against), and the crates' directories
 # (CARGO_MANIFEST_DIR/../../configs must resolve)
-for d in configs docs packaging testdata; do
+for d in configs deploy docs packaging testdata; do
   [ -d "$d" ] && ship "$REPO_DIR/$d"
 done
 for d in crates/*/; do

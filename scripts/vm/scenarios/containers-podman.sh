@@ -1,10 +1,8 @@
 #!/bin/bash
 # The LC and the batch as real podman containers (rootful, systemd's cgroup
 # manager: machine.slice/libpod-<id>.scope) on a systemd host with the unified
-# cgroup v2 hierarchy. The containers run the image podman imports from the
-# guest's /opt/elfen/container-root.tar (scripts/vm/image.sh; no registry)
-# with the guest's /usr mounted read only: the LC is the daemon's synthetic LC
-# (busy 300 ms, idle 200 ms, on cpu 0), the batch two unmodified spinners.
+# cgroup v2 hierarchy (the image and the containers: guest/podman.sh): the LC
+# is the daemon's synthetic LC, the batch Debian's unmodified stress-ng.
 # elfen daemon selects them with [lc] container = NAME and [[batch]] container
 # = NAME, in mode idle and then guard, then both by id. Checks: the LC line
 # follows the LC container's run time, the batch container's scope gets its
@@ -16,135 +14,23 @@
 # anew under its name (a new id and scope) is followed there, and knobs
 # systemd writes over (set-property AllowedCPUs=, CPUWeight=) are written
 # again; one gone for longer than group_gone_ms is lost, as on_group_lost
-# says (continue: carried on, and back it is not lost; stop: exit 3).
+# says (continue: carried on, and back it is not lost; stop: exit 3). Freeze
+# mode and podman's pause: freezer-podman.sh.
 # shellcheck disable=SC2016 # eventually's expressions are evaluated at each poll
 . "$(dirname "$0")/../guest/lib.sh"
+. "$(dirname "$0")/../guest/podman.sh"
 set -u
 
-ELFEN=/usr/bin/elfen
 PORT=9465
-LC=elfen-lc
-BATCH=elfen-batch
-IMAGE=localhost/elfen-root
-ROOT_TAR=/opt/elfen/container-root.tar
 WINDOW_S=$((2 * SLACK))
 RESTARTS=${ELFEN_VM_CONTAINER_RESTARTS:-10}
-WORK=$(mktemp -d)
-DAEMON_PID=
 
-[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || skip cgroup-v2:cpu "the unified cgroup v2 hierarchy at /sys/fs/cgroup, with the cpu controller"
-[ -d /run/systemd/system ] || skip systemd "systemd as PID 1"
-command -v podman >/dev/null || skip program:podman "podman (scripts/vm/packages.list)"
-[ -f "$ROOT_TAR" ] || { echo "FAIL: the containers' root file system $ROOT_TAR is missing (scripts/vm/image.sh)"; exit 1; }
-
-stop_daemon() {
-  [ -n "$DAEMON_PID" ] || return 0
-  kill -TERM "$DAEMON_PID" 2>/dev/null
-  wait "$DAEMON_PID"
-  local rc=$?
-  DAEMON_PID=
-  return $rc
-}
-cleanup() {
-  stop_daemon
-  podman rm -f -t 0 "$LC" "$BATCH" >/dev/null 2>&1
-  podman rmi -f "$IMAGE" >/dev/null 2>&1
-  rm -rf "$WORK" "$ELFEN"
-}
-trap cleanup EXIT
-
-PODMAN_RUN=(podman run -d --network none --pull never -v /usr:/usr:ro)
-run_lc() {
-  "${PODMAN_RUN[@]}" --name "$LC" --cpuset-cpus 0 "$IMAGE" \
-    "$ELFEN" daemon lc-helper --name=lcsvc --cpu 0 --busy-us 300000 --idle-min-us 200000 --idle-max-us 200000
-}
-run_batch() {
-  "${PODMAN_RUN[@]}" --name "$BATCH" "$IMAGE" \
-    /bin/sh -c "$ELFEN daemon spin-helper & exec $ELFEN daemon spin-helper"
-}
-# scope ID: a container's cgroup, below /sys/fs/cgroup
-scope() {
-  local d
-  d=$(find /sys/fs/cgroup -maxdepth 4 -type d -name "libpod-$1.scope" -print -quit)
-  printf '%s\n' "${d#/sys/fs/cgroup/}"
-}
-cid() { podman inspect -f '{{.Id}}' "$1"; }
+podman_needs
+trap podman_cleanup EXIT
 
 # --- the containers -----------------------------------------------------------
-install -m 0755 "$ELFEN_BIN" "$ELFEN"
-t=$(date +%s.%N)
-check "podman imports the root file system" podman import -q "$ROOT_TAR" "$IMAGE"
-note "podman import: $(calc "$(date +%s.%N) - $t") s"
 podman --version
-t=$(date +%s.%N)
-check "the LC container runs" eval 'run_lc >/dev/null'
-note "podman run (the LC): $(calc "$(date +%s.%N) - $t") s"
-check "the batch container runs" eval 'run_batch >/dev/null'
-lc_id=$(cid "$LC")
-batch_id=$(cid "$BATCH")
-lc_scope=$(scope "$lc_id")
-batch_scope=$(scope "$batch_id")
-echo "LC $lc_id in $lc_scope; batch $batch_id in $batch_scope"
-check "the LC container has a scope" test -n "$lc_scope"
-check "the batch container has a scope" test -n "$batch_scope"
-[ -n "$lc_scope" ] && [ -n "$batch_scope" ] || finish
-check "the LC container's processes are in its scope" eventually 10 'grep -rqs . /sys/fs/cgroup/$lc_scope/cgroup.procs /sys/fs/cgroup/$lc_scope/*/cgroup.procs'
-check "the batch container's spinners run" eventually 10 'holds "$(cg_usage_s "$batch_scope") > 0.1"'
-
-# --- one run of the daemon ------------------------------------------------------
-# run_daemon MODE LC_SELECTOR BATCH_SELECTOR [TOP_LINES]: starts the daemon
-# in the background (its log in $WORK/daemon.log), waits for it to run
-run_daemon() {
-  cat >"$WORK/daemon.toml" <<EOF
-${4:-}
-[metrics]
-listen = "127.0.0.1:$PORT"
-
-[lc]
-container = "$2"
-
-[[batch]]
-name = "batch"
-mode = "$1"
-container = "$3"
-EOF
-  local plan
-  plan=$("$ELFEN" daemon --config "$WORK/daemon.toml" --check 2>&1)
-  echo "$plan" | sed 's/^/  check| /'
-  check "--check ($1) finds the LC container ($2)" grep -q "libpod-$lc_id.scope" <<<"$plan"
-  check "--check ($1) finds the batch container ($3)" grep -q "libpod-$batch_id.scope" <<<"$plan"
-  : >"$WORK/daemon.log"
-  # its own time stamps on each line (without $JOURNAL_STREAM)
-  env -u JOURNAL_STREAM "$ELFEN" daemon --config "$WORK/daemon.toml" 2>"$WORK/daemon.log" &
-  DAEMON_PID=$!
-  check "the daemon runs ($1)" eventually 10 'grep -q "running (SIGTERM" "$WORK/daemon.log"'
-  check "the metrics endpoint answers ($1)" eventually 10 'test -n "$(metric $PORT elfen_controller_alive)"'
-}
-
-# the LC line against the LC container's run time over a window
-window() {
-  local mode="$1" t0 line0 lc0 g0 t1 line1 lc1 g1 win line lc g
-  sample() {
-    echo "$(date +%s.%N) $(metric $PORT 'elfen_lc_busy_seconds_total{lane="0",cpu="0"}') \
-$(cg_usage_s "$lc_scope") $(metric $PORT 'elfen_guard_occupied_seconds_total{lane="1",cpu="1"}')"
-  }
-  read -r t0 line0 lc0 g0 <<<"$(sample)"
-  sleep "$WINDOW_S"
-  read -r t1 line1 lc1 g1 <<<"$(sample)"
-  win=$(calc "$t1 - $t0")
-  line=$(calc "$line1 - ${line0:-0}")
-  lc=$(calc "$lc1 - $lc0")
-  echo "$mode: window $win s: the LC container ran $lc s; its line said busy $line s"
-  check "$mode: the LC container ran in the window" holds "$lc > 0.1 * $win"
-  check "$mode: the LC line said busy while the LC container ran (>= half its run time)" holds "$line >= 0.5 * $lc"
-  check "$mode: the LC line said busy no longer than the LC container could run (<= 1.5 x its run time)" holds "$line <= 1.5 * $lc"
-  note "$mode: LC line busy $line s vs the LC container's run time $lc s ($(calc "100 * $line / ($lc > 0 ? $lc : 1)") %) in $win s"
-  if [ "$mode" = guard ]; then
-    g=$(calc "${g1:-0} - ${g0:-0}")
-    check "guard: the guard occupied the partner lane 1" holds "$g > 0"
-    note "guard: lane 1 occupied $g s ($(calc "100 * $g / ($line > 0 ? $line : 1)") % of the line's busy time; not asserted: a matter of speed under ${ELFEN_VM^^})"
-  fi
-}
+start_containers
 
 cpus_before=$(cg_read "$batch_scope" cpuset.cpus.effective)
 idle_before=$(cg_read "$batch_scope" cpu.idle)
