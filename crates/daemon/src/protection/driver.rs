@@ -66,7 +66,8 @@ pub struct DriverState {
     /// The active mode's cost since it was applied.
     pub cost: Cost,
     /// The sched_ext scheduler the active mode runs (mode scx), as read at
-    /// the last verdict (once a second).
+    /// the last verdict (once a second); once the kernel unloaded it, its
+    /// last view (not running, the kernel's reason) while the fallback runs.
     pub scheduler: Option<super::SchedulerView>,
 }
 
@@ -129,6 +130,9 @@ pub struct Driver {
     window: Option<ProfileSnapshot>,
     last_check: Instant,
     last_switch: Option<Instant>,
+    /// The scheduler the kernel unloaded, as last seen (mode scx, once its
+    /// fallback runs).
+    unloaded: Option<super::SchedulerView>,
 }
 
 fn now_ns() -> u64 {
@@ -166,7 +170,7 @@ impl Driver {
         d.chooser = Chooser::Scx {
             fallback: scx.fallback,
         };
-        d.state.scheduler = d.active.scheduler();
+        d.state.scheduler = d.scheduler();
         said.push(format!(
             "batch {}: the sched_ext scheduler elfen_lanes runs its threads (never beside a \
              running LC task on an SMT sibling); the group stays cpu.idle; if the kernel \
@@ -314,6 +318,7 @@ impl Driver {
                 window,
                 last_check: now,
                 last_switch: None,
+                unloaded: None,
             },
             said,
         ))
@@ -402,6 +407,13 @@ impl Driver {
         Ok(line)
     }
 
+    /// The scheduler the active mode runs, else the one the kernel
+    /// unloaded: `elfen status` and `elfen_scx_running` keep saying why the
+    /// fallback runs.
+    fn scheduler(&self) -> Option<super::SchedulerView> {
+        self.active.scheduler().or_else(|| self.unloaded.clone())
+    }
+
     /// One round: judges, switches, runs auto's period. Returns what to
     /// say; an error when a mode must be refused or cannot be applied.
     pub fn tick(&mut self) -> Result<Vec<String>, DaemonError> {
@@ -410,8 +422,11 @@ impl Driver {
         let up = self.active.upkeep();
         out.extend(up.said);
         if let Some(why) = up.failed {
+            // read before the switch unloads what is left of it
+            let last = self.active.scheduler();
             self.fall_back(why, &mut out)?;
-            self.state.scheduler = self.active.scheduler();
+            self.unloaded = last;
+            self.state.scheduler = self.scheduler();
         }
         if matches!(self.chooser, Chooser::Auto(_)) {
             self.tick_auto(now, &mut out)?;
@@ -422,7 +437,7 @@ impl Driver {
         }
         self.last_check = now;
         // the scheduler's counters, read (and published) once a verdict
-        self.state.scheduler = self.active.scheduler();
+        self.state.scheduler = self.scheduler();
         let snap = self.env.profile.snapshot(now_ns());
         let window = snap.since(self.window.as_ref().unwrap_or(&snap));
         let judged = match &self.chooser {

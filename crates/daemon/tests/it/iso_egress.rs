@@ -26,6 +26,7 @@
 //! (That the marks put the traffic behind the LC's under load is the
 //! netns benchmark of elfen-isobench.)
 
+use crate::coalesce::metrics_addr;
 use crate::common::*;
 use crate::live::{scrape, setup};
 use elfen_cgroup::Layout;
@@ -226,15 +227,6 @@ fn metric(text: &str, name: &str) -> u64 {
         .find_map(|l| l.strip_prefix(&format!("{name} ")))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .unwrap_or(0.0) as u64
-}
-
-fn metrics_addr(d: &DaemonProc) -> String {
-    let line = d.wait_for("metrics at http://", Duration::from_secs(1));
-    line.split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap()
-        .to_string()
 }
 
 #[test]

@@ -20,6 +20,7 @@
 //! The watermark is set 768 MiB below what is available when the test
 //! starts, so the test needs well under a gigabyte whatever the machine.
 
+use crate::coalesce::metrics_addr;
 use crate::common::*;
 use crate::live::{scrape, setup};
 use elfen_cgroup::Controller;
@@ -116,16 +117,6 @@ fn memory_event(dir: &Path, key: &str) -> u64 {
 fn kill_log_of(path: &Path) -> KillLog {
     wait_until(patient(Duration::from_secs(2)), || path.exists());
     KillLog::load(path).unwrap().expect("the kill log")
-}
-
-/// The metrics endpoint's address from the daemon's log.
-fn metrics_addr(d: &DaemonProc) -> String {
-    let line = d.wait_for("metrics at http://", Duration::from_secs(1));
-    line.split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .expect("an address")
-        .to_string()
 }
 
 #[test]

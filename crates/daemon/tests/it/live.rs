@@ -267,13 +267,7 @@ fn guard_occupies_the_batch_lane_while_the_lc_is_busy() {
     );
     drop(page);
     // the metrics endpoint: the page's metrics and the daemon's own
-    let line = d.wait_for("metrics at http://", patient(Duration::from_secs(1)));
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .expect("an address in the line");
-    let metrics = scrape(addr);
+    let metrics = scrape(&crate::coalesce::metrics_addr(&d));
     for want in [
         "elfen_lc_busy_seconds_total{lane=\"0\",cpu=\"0\"}",
         "elfen_guard_occupations_total{lane=\"1\",cpu=\"1\"}",

@@ -210,13 +210,7 @@ fn a_hostile_user_crashes_neither_the_daemon_nor_its_guards() {
     let s = setup("pa", "", &spinner_batch("spin", "guard"));
     let mut d = DaemonProc::start(&s.config, &s.state, &s.page);
     d.wait_for("running", Duration::from_secs(10));
-    let line = d.wait_for("metrics at http://", Duration::from_secs(1));
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .expect("an address in the line")
-        .to_string();
+    let addr = crate::coalesce::metrics_addr(&d);
     let (group, _spinner) = daemon_spinner(&d, "spin");
     // The LC: busy 2 ms, idle 2–8 ms, again, from 100 ms after its start.
     let _lc = lc_bursts(&s.lc_name, 0, None, 100, 2_000, (2_000, 8_000));

@@ -7,13 +7,15 @@
 //! window before the daemon: the sibling co-run share, batch progress
 //! while the LC idles, the daemon's CPU; then SIGKILL of the daemon: the
 //! kernel unloads the scheduler, and the batch is back in the fair class in
-//! a group that is still `cpu.idle`.
+//! a group that is still `cpu.idle`. And the kernel unloading the scheduler
+//! under a running daemon (SysRq-S): said, the fallback applied and shown.
 
 use crate::common::*;
 use crate::scx_tracer::{Intervals, Tracer, overlap, total};
 use elfen_cmd::skip::{Need, skip_test};
 use elfen_scx::kernel;
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The LC spinner's busy and idle periods, µs (wall clock).
@@ -57,6 +59,85 @@ fn pair_or_skip(test: &str) -> Option<(u32, u32, Vec<u32>)> {
     let st = kernel::kernel_state().unwrap();
     assert!(st.idle(), "a sched_ext scheduler is loaded already: {st:?}");
     Some((a, b, others))
+}
+
+/// A test's pair of CPUs A:B, the other CPUs (where the test runs now), an
+/// operator's cgroup and a batch spinner in it allowed on B only.
+struct Rig {
+    a: u32,
+    b: u32,
+    others: Vec<u32>,
+    group: TestGroup,
+    batch: Proc,
+}
+
+/// [`Rig`] for `test` (its group named after `tag`), or a recorded skip.
+fn rig(test: &str, tag: &str) -> Option<Rig> {
+    let (a, b, others) = pair_or_skip(test)?;
+    if !others.is_empty() {
+        elfen_topo::set_current_affinity(&others).unwrap();
+    }
+    let group = TestGroup::new(&unique(tag), &["cpu"]);
+    let batch = spinner(&[&format!("--cpu={b}")]);
+    group.add(batch.pid());
+    Some(Rig {
+        a,
+        b,
+        others,
+        group,
+        batch,
+    })
+}
+
+/// A mode-scx daemon's files: its configuration, state file and page.
+struct ScxFiles {
+    config: PathBuf,
+    state: PathBuf,
+    page: PathBuf,
+}
+
+/// Writes, in `dir`, a configuration of mode scx for the LC `lc_pid`
+/// and the batch group `group` (named `name`), pairing `pair`, the signal
+/// on `others`, with `sections` (TOML tables) before `[lc]`.
+fn scx_config(
+    dir: &Path,
+    (a, b): (u32, u32),
+    others: &[u32],
+    lc_pid: u32,
+    group: &str,
+    name: &str,
+    sections: &str,
+) -> ScxFiles {
+    let state = dir.join("state.json");
+    let page = PathBuf::from(format!("/dev/shm/{}", unique("page")));
+    let config = dir.join("daemon.toml");
+    let cpus = if others.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "[signal]\ncpus = [{}]\n",
+            others
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"{a}:{b}\"\n{cpus}{sections}\
+             [lc]\npid = {lc_pid}\n[[batch]]\nname = \"{name}\"\nmode = \"scx\"\ncgroup = \"{group}\"\n",
+            page.display(),
+            state.display(),
+        ),
+    )
+    .unwrap();
+    ScxFiles {
+        config,
+        state,
+        page,
+    }
 }
 
 /// A process's threads.
@@ -152,15 +233,16 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 fn scx_mode_keeps_batch_off_the_lc_sibling_and_a_crash_leaves_it_idle() {
     let test = "scx_mode_keeps_batch_off_the_lc_sibling_and_a_crash_leaves_it_idle";
     let _serial = serial();
-    let Some((a, b, others)) = pair_or_skip(test) else {
+    let Some(Rig {
+        a,
+        b,
+        others,
+        group,
+        batch,
+    }) = rig(test, "scx")
+    else {
         return;
     };
-    if !others.is_empty() {
-        elfen_topo::set_current_affinity(&others).unwrap();
-    }
-    let group = TestGroup::new(&unique("scx"), &["cpu"]);
-    let batch = spinner(&[&format!("--cpu={b}")]);
-    group.add(batch.pid());
     let lc = lc_helper(
         "elfen-scx-lc",
         &[
@@ -177,33 +259,19 @@ fn scx_mode_keeps_batch_off_the_lc_sibling_and_a_crash_leaves_it_idle() {
     let before = window(&tracer, a, b, lc.pid(), batch.pid(), len);
 
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state.json");
-    let page = std::path::PathBuf::from(format!("/dev/shm/{}", unique("page")));
-    let config = dir.path().join("daemon.toml");
-    let cpus = if others.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "[signal]\ncpus = [{}]\n",
-            others
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
-    std::fs::write(
-        &config,
-        format!(
-            "page = \"{}\"\nstate_file = \"{}\"\n{HOST_ROOT}pairs = \"{a}:{b}\"\n{cpus}\
-             [lc]\npid = {}\n[[batch]]\nname = \"scx\"\nmode = \"scx\"\ncgroup = \"{}\"\n",
-            page.display(),
-            state.display(),
-            lc.pid(),
-            group.name
-        ),
-    )
-    .unwrap();
+    let ScxFiles {
+        config,
+        state,
+        page,
+    } = scx_config(
+        dir.path(),
+        (a, b),
+        &others,
+        lc.pid(),
+        &group.name,
+        "scx",
+        "",
+    );
     let spinners = [lc.pid(), batch.pid()];
     let d = with_stopped(&spinners, || {
         let d = DaemonProc::start(&config, &state, &page);
@@ -334,4 +402,162 @@ fn scx_mode_keeps_batch_off_the_lc_sibling_and_a_crash_leaves_it_idle() {
         Err(e) => println!("cleanup: recovery failed: {e}"),
     }
     let _ = elfen_shm::Page::remove(&page);
+}
+
+/// The kernel unloads a scheduler on its own: its watchdog (a runnable
+/// task left waiting past `timeout_ms`), an error in it, SysRq-S. The
+/// daemon takes each the same way, from the exit record: said at WARN with
+/// the kernel's reason, `[scx] fallback` (idle here) runs, the group is
+/// still `cpu.idle`, the batch runs on in the fair class, `elfen status`'s
+/// record and `elfen_scx_running` say why, and SIGTERM still stops the
+/// daemon cleanly. The watchdog cannot be made to fire on purpose: with an
+/// LC that never idles on A and the batch allowed on its sibling B only,
+/// the batch still runs whenever a kernel thread takes A from the LC (the
+/// lane opens), so it never waits the watchdog's 30 s. That window is
+/// measured first; then SysRq-S makes the kernel unload the scheduler.
+#[test]
+fn the_kernel_unloading_the_scheduler_is_said_and_the_fallback_runs() {
+    let test = "the_kernel_unloading_the_scheduler_is_said_and_the_fallback_runs";
+    let _serial = serial();
+    let Some(Rig {
+        a,
+        b,
+        others,
+        group,
+        batch,
+    }) = rig(test, "scx-unload")
+    else {
+        return;
+    };
+    // an LC that never idles on A: B's lane stays closed while it runs
+    let lc = spinner(&[&format!("--cpu={a}")]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let ScxFiles {
+        config,
+        state,
+        page,
+    } = scx_config(
+        dir.path(),
+        (a, b),
+        &others,
+        lc.pid(),
+        &group.name,
+        "unload",
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n[scx]\nfallback = \"idle\"\n",
+    );
+    let spinners = [lc.pid(), batch.pid()];
+    let mut d = with_stopped(&spinners, || {
+        let d = DaemonProc::start(&config, &state, &page);
+        d.wait_for("elfen_lanes runs", Duration::from_secs(20));
+        d
+    });
+    // the never-idle LC: what the batch on its sibling gets
+    let len = Duration::from_secs(5);
+    let (lc0, batch0, t0) = (cpu_ns(lc.pid()), cpu_ns(batch.pid()), Instant::now());
+    std::thread::sleep(len);
+    let wall_ns = t0.elapsed().as_nanos() as f64;
+    let (lc_ran, batch_ran) = (cpu_ns(lc.pid()) - lc0, cpu_ns(batch.pid()) - batch0);
+    assert!(
+        kernel::kernel_state().unwrap().ops.as_deref() == Some("elfen_lanes"),
+        "the scheduler ran through the window:\n{}",
+        d.output()
+    );
+
+    // SysRq-S: the kernel unloads it
+    let t = with_stopped(&spinners, || {
+        std::fs::write("/proc/sysrq-trigger", "S").expect("writing /proc/sysrq-trigger");
+        let t = Instant::now();
+        let st = wait_state_idle(Duration::from_secs(5));
+        assert!(st.idle(), "the kernel still runs a scheduler: {st:?}");
+        t
+    });
+    let said = d.wait_for(
+        "the kernel unloaded the sched_ext scheduler",
+        Duration::from_secs(5),
+    );
+    let seen_ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(said.contains("SysRq"), "the kernel's reason: {said}");
+    assert!(said.contains("idle runs instead"), "{said}");
+    let sched = kernel::task_sched(batch.pid()).unwrap();
+    assert_ne!(sched.ext_enabled, Some(true), "{sched:?}");
+    let cpu_idle = group.dir("cpu").join("cpu.idle");
+    assert_eq!(std::fs::read_to_string(&cpu_idle).unwrap().trim(), "1");
+    let t = cpu_ns(batch.pid());
+    std::thread::sleep(Duration::from_millis(500));
+    let batch_after = cpu_ns(batch.pid()) - t;
+    assert!(
+        batch_after > 0,
+        "the batch runs on in the fair class once the scheduler is unloaded"
+    );
+    // what elfen status reads (the health record) and the metrics
+    let published = wait_until(patient(Duration::from_secs(3)), || {
+        health_of(&page, d.pid()).is_some_and(|g| {
+            g.protection.is_some_and(|p| {
+                p.active == "idle" && p.scheduler.is_some_and(|s| s.contains("NOT running"))
+            })
+        })
+    });
+    let g = health_of(&page, d.pid());
+    assert!(published, "the health record: {g:#?}");
+    let p = g.unwrap().protection.unwrap();
+    assert!(
+        p.last_switch
+            .as_deref()
+            .is_some_and(|s| s.contains("SysRq")),
+        "{p:#?}"
+    );
+    let metrics = crate::live::scrape(&crate::coalesce::metrics_addr(&d));
+    for want in [
+        "elfen_scx_running{group=\"unload\"} 0",
+        "elfen_protection_active{group=\"unload\",mode=\"idle\"} 1",
+        "elfen_protection_active{group=\"unload\",mode=\"scx\"} 0",
+    ] {
+        assert!(metrics.contains(want), "no {want:?} in\n{metrics}");
+    }
+    println!(
+        "pair {a}:{b}, an LC spinner never idle on {a}, batch allowed on {b} only: over {:.1} s \
+         the LC ran {:.1} % of {a}, the batch {:.2} % of {b} (while other tasks took {a}); \
+         SysRq-S: the daemon said so {seen_ms:.0} ms after it ({}); then the batch ran \
+         {:.0} % of {b} over 0.5 s, its group cpu.idle 1, mode idle; status: {}",
+        wall_ns / 1e9,
+        100.0 * lc_ran as f64 / wall_ns,
+        100.0 * batch_ran as f64 / wall_ns,
+        line_reason(&said),
+        100.0 * batch_after as f64 / 5e8,
+        p.scheduler.as_deref().unwrap_or("")
+    );
+    let status = with_stopped(&spinners, || {
+        d.stop_with(libc::SIGTERM, patient(Duration::from_secs(10)))
+    })
+    .expect("exits on SIGTERM");
+    assert!(status.success(), "SIGTERM exits 0:\n{}", d.output());
+    let _ = elfen_shm::Page::remove(&page);
+}
+
+/// Waits until the kernel runs no sched_ext scheduler (bounded).
+fn wait_state_idle(limit: Duration) -> kernel::KernelState {
+    let end = Instant::now() + patient(limit);
+    loop {
+        let st = kernel::kernel_state().unwrap();
+        if st.idle() || Instant::now() > end {
+            return st;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The batch group's record in the daemon's health file, if published.
+fn health_of(page: &Path, pid: u32) -> Option<elfen_ops::health::GroupHealth> {
+    elfen_ops::health::DaemonHealth::read(page, pid)
+        .ok()
+        .flatten()
+        .and_then(|h| h.groups.into_iter().next())
+}
+
+/// The kernel's reason in the daemon's line (after "scheduler: ", up to
+/// what runs instead).
+fn line_reason(line: &str) -> &str {
+    let r = line.split("sched_ext scheduler: ").nth(1).unwrap_or(line);
+    r.split("; ").next().unwrap_or(r)
 }
