@@ -3,7 +3,8 @@
 //! an independent tracer (the kernel's `sched_switch` trace event, not the
 //! scheduler's own counters) beside plain SCHED_IDLE; the kernel unloading
 //! the scheduler when its loader is SIGKILLed; a second scheduler refused
-//! and a clean unload. Where the kernel has no sched_ext (or root, BPF, two
+//! and a clean unload; a saturated LC keeping batch off its own CPU (the
+//! class order, against the kernel's ext deadline server). Where the kernel has no sched_ext (or root, BPF, two
 //! CPUs are missing) each test records a skip naming what it needs.
 //!
 //! The processes are this crate's `elfen-scx-test-child`: an LC
@@ -528,4 +529,65 @@ fn second_scheduler_is_refused_and_unload_restores_the_policy() {
     }
     assert!(after.idle(), "{after:?}");
     println!("refused: {second}; unloaded: {report:?}");
+}
+
+/// The class order: a batch task in the ext class does not run on a CPU
+/// that an LC task (fair class) keeps busy, even one whose sibling runs no
+/// LC (its lane is open) — only in the moments other tasks take the CPU
+/// from the LC. Recent kernels (7.3 in the trixie guest) lend starved ext
+/// tasks time through a deadline server (`ext_server`, 50 ms a second by
+/// default, as the fair class gets against real-time hogs); a server
+/// lending the batch its budget would take 5 % of the LC's CPU. The
+/// batch's share is measured over a window, the server's runtime
+/// printed, and held under half that (2.5 %).
+#[test]
+fn a_saturated_lc_keeps_batch_off_its_own_cpu() {
+    let Some(cpus) = live_or_skip() else {
+        return;
+    };
+    if !cpus.others.is_empty() {
+        elfen_topo::set_current_affinity(&cpus.others).unwrap();
+    }
+    // the LC never idles on A; one batch spinner allowed on A only
+    let lc = ChildGuard::spawn(&format!("lc:{}:1000:0", cpus.a));
+    let batch = ChildGuard::spawn(&format!("batch:{}", cpus.a));
+    std::thread::sleep(Duration::from_millis(300)); // their test threads start
+    let server = format!("/sys/kernel/debug/sched/ext_server/cpu{}/runtime", cpus.a);
+    let server = std::fs::read_to_string(&server)
+        .map(|s| format!("{server} = {} ns", s.trim()))
+        .unwrap_or_else(|_| format!("{server}: absent"));
+    let opts = Options {
+        siblings: cpus.siblings(),
+        ..Options::new(Lc::Pids(vec![lc.pid()]), vec![batch.pid()])
+    };
+    let sched = with_stopped(&[&batch, &lc], || elfen_scx::load(&opts)).unwrap();
+    let window = Duration::from_secs(4);
+    let (b0, l0, t0) = (run_ns(batch.pid()), run_ns(lc.pid()), Instant::now());
+    std::thread::sleep(window);
+    let wall_ns = t0.elapsed().as_nanos() as f64;
+    let (batch_ns, lc_ns) = (run_ns(batch.pid()) - b0, run_ns(lc.pid()) - l0);
+    let state = sched.state().unwrap();
+    let (_report, after) = with_stopped(&[&batch, &lc], || unload_and_wait(sched));
+    assert!(after.idle(), "{after:?}");
+    println!(
+        "LC spinning on {} for {:.1} s with a batch spinner allowed on {} only: batch ran {:.1} ms \
+         ({:.2} % of the window), the LC {:.1} %; scheduler running {} ({server})",
+        cpus.a,
+        wall_ns / 1e9,
+        cpus.a,
+        batch_ns as f64 / 1e6,
+        100.0 * batch_ns as f64 / wall_ns,
+        100.0 * lc_ns as f64 / wall_ns,
+        state.running
+    );
+    assert!(
+        state.running,
+        "the scheduler ran through the window: {state:?}"
+    );
+    assert!(
+        (batch_ns as f64) < 0.025 * wall_ns,
+        "batch took {:.1} ms of a CPU its LC kept busy over {:.1} s ({server})",
+        batch_ns as f64 / 1e6,
+        wall_ns / 1e9
+    );
 }
