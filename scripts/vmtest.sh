@@ -56,6 +56,8 @@ while [ $# -gt 0 ]; do
 done
 
 vm_profile "$guest"
+# how TCG runs the vCPUs: the profile's choice unless the caller's
+export ELFEN_VM_TCG_THREAD="${ELFEN_VM_TCG_THREAD:-${VM_TCG_THREAD:-multi}}"
 t_start=$(now_s)
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
 out="${ELFEN_VM_OUT:-$REPO_DIR/target/vmtest}"

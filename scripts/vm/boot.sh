@@ -13,7 +13,9 @@
 # with a bounded boot of the kernel alone (it must print its banner within
 # $ELFEN_VM_KVM_PROBE_S, default 10 s; a nested KVM guest can hang after the
 # BIOS without a word) and falls back to TCG, saying why. The choice is written
-# to OUT_DIR/accel.
+# to OUT_DIR/accel. Under TCG, $ELFEN_VM_TCG_THREAD (multi, the default, or
+# single) says whether each vCPU gets a host thread or all take turns on one
+# (the guest profile chooses; scripts/vm/profiles/trixie.sh says why).
 #
 # Bounds: the runner must say it is up within $ELFEN_VM_BOOT_TIMEOUT_S (default
 # 300 s), and the guest must power off within $ELFEN_VM_TIMEOUT_S (default
@@ -146,7 +148,16 @@ serial="$out/serial.log"
 : >"$serial"
 rm -f "$monitor"
 t_launch=$(now_s)
-qemu-system-x86_64 -accel "$accel" "${CPU[@]}" -m 2048 \
+qemu_accel="$accel"
+if [ "$accel" = tcg ]; then
+  tcg_thread="${ELFEN_VM_TCG_THREAD:-multi}"
+  case "$tcg_thread" in
+    multi | single) qemu_accel="tcg,thread=$tcg_thread" ;;
+    *) die "ELFEN_VM_TCG_THREAD must be multi or single, not $tcg_thread" ;;
+  esac
+  say "TCG: $tcg_thread-threaded (one host thread $([ "$tcg_thread" = multi ] && echo per vCPU || echo for every vCPU, in turns))"
+fi
+qemu-system-x86_64 -accel "$qemu_accel" "${CPU[@]}" -m 2048 \
   -nodefaults -display none -no-reboot -nic none \
   -kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
   -append "$APPEND root=/dev/vda rw elfen.accel=$accel systemd.unit=elfen-vmtest.target systemd.show_status=error" \

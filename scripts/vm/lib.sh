@@ -21,7 +21,8 @@ vm_cache_dir() {
 # The guest profiles: scripts/vm/profiles/NAME.sh, each setting VM_SUITE,
 # VM_EXTRA_SUITES, VM_PACKAGES_LIST, VM_KERNEL_PACKAGES and VM_TESTS_LISTS,
 # and optionally VM_KERNEL_CONFIG (the kernel's CONFIG_X=y lines the guest
-# must have). bookworm is the default.
+# must have) and VM_TCG_THREAD (multi, the default, or single: how TCG runs
+# the vCPUs). bookworm is the default.
 vm_profiles() {
   local f
   for f in "$VM_DIR"/profiles/*.sh; do
@@ -36,7 +37,7 @@ vm_profile() {
   local name="$1"
   [[ "$name" =~ ^[a-z0-9-]+$ ]] && [ -f "$VM_DIR/profiles/$name.sh" ] ||
     die "no guest profile '$name' (profiles: $(vm_profiles | paste -sd' ' -); scripts/vm/profiles/)"
-  VM_SUITE="" VM_EXTRA_SUITES="" VM_PACKAGES_LIST="" VM_KERNEL_PACKAGES="" VM_TESTS_LISTS="" VM_KERNEL_CONFIG=""
+  VM_SUITE="" VM_EXTRA_SUITES="" VM_PACKAGES_LIST="" VM_KERNEL_PACKAGES="" VM_TESTS_LISTS="" VM_KERNEL_CONFIG="" VM_TCG_THREAD=""
   # shellcheck source=/dev/null
   . "$VM_DIR/profiles/$name.sh"
   [ -n "$VM_SUITE" ] && [ -f "$VM_DIR/$VM_PACKAGES_LIST" ] && [ -n "$VM_KERNEL_PACKAGES" ] && [ -n "$VM_TESTS_LISTS" ] ||

@@ -21,3 +21,13 @@ VM_TESTS_LISTS="tests.list tests-trixie.list"
 # kernel-config.txt before each boot: a kernel without them fails the run
 # rather than letting the sched_ext tests skip)
 VM_KERNEL_CONFIG="CONFIG_SCHED_CLASS_EXT=y CONFIG_DEBUG_INFO_BTF=y CONFIG_SCHED_SMT=y"
+# Under TCG all vCPUs take turns on one host thread. With a thread per vCPU
+# (qemu 7.2's default) this kernel oopsed at an int3 right after rewriting
+# its own text (the static branches sched_ext flips when a scheduler is
+# enabled or disabled): in two of the last three runs, once in the very
+# kthread that had just disabled the scheduler (update_rq_clock+0x3a, whose
+# bytes already read back as the restored NOP): most likely a translation
+# of the patched code made by another vCPU's thread while it was being
+# patched. One thread leaves the emulator no such race (no oops in the
+# runs since); the tests measure side by side either way.
+VM_TCG_THREAD=single

@@ -174,7 +174,7 @@ note "podman stop of the daemon's pod: $(calc "$(date +%s.%N) - $t0") s (grace p
 code=$(podman inspect -f '{{.State.ExitCode}}' "$POD")
 echo "the daemon's pod exited with status $code; its log's last lines:"
 pod_logs | tail -n 25 | sed 's/^/  pod| /'
-check "the daemon in the pod stopped cleanly (exit 0, not $code)" test "$code" = 0
+check "the daemon in the pod stopped cleanly (its exit status: $code)" test "$code" = 0
 check "the batch scope's CPUs restored ($cpus_before in effect)" test "$(cg_read "$batch_scope" cpuset.cpus.effective)" = "$cpus_before"
 check "the batch scope's cpu.idle restored ($idle_before)" test "$(cg_read "$batch_scope" cpu.idle)" = "$idle_before"
 check "the page is removed" test ! -e /dev/shm/elfen
