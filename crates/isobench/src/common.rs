@@ -183,13 +183,22 @@ impl InProcessDaemon {
             .any(|l| l.contains(text))
     }
 
-    /// Stops it (everything given back) and returns its report.
-    pub fn stop(mut self) -> ShutdownReport {
+    /// Stops it and returns its report; an error when something it
+    /// changed could not be given back (a cgroup left behind, a value not
+    /// restored), naming each.
+    pub fn stop(mut self) -> Result<ShutdownReport> {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread
+        let report = self
+            .thread
             .take()
             .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        anyhow::ensure!(
+            report.restored.is_clean(),
+            "the daemon could not give everything back: {}",
+            report.restored.failures.join("; ")
+        );
+        Ok(report)
     }
 }
 

@@ -204,7 +204,7 @@ fn one(
         .join()
         .map_err(|_| anyhow::anyhow!("the load thread panicked"))?
     });
-    let report = d.stop();
+    let report = d.stop()?;
     let marked_packets = report
         .isolation
         .iter()

@@ -243,7 +243,7 @@ fn one(
         .iter()
         .map(|(n, _)| read_group(n, &disk.numbers))
         .collect();
-    d.stop();
+    d.stop()?;
     drop(lc);
     anyhow::ensure!(out.status.success(), "fio (the probe) failed");
     let (p50_us, p99_us, p999_us, probe_ios) = parse_probe(&String::from_utf8_lossy(&out.stdout))?;

@@ -279,7 +279,7 @@ fn one(
     wstop.store(true, Ordering::Relaxed);
     let _ = watcher.join();
     let lc_alive = elfen_shm::pid_alive(lc.pid());
-    d.stop();
+    d.stop()?;
     drop(lc);
     let load = load?;
     let log = KillLog::load(&kill_log)?.unwrap_or_default();

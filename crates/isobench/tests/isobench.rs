@@ -171,7 +171,9 @@ fn the_kill_switch_toggled_under_load_loses_no_request_and_leaves_nothing_frozen
             cpu_ticks(spinner) > c0,
             "{mode}: the batch process does not run after the switch is cleared"
         );
-        d.stop();
+        if let Err(e) = d.stop() {
+            panic!("{mode}: {e:#}");
+        }
         assert!(!group.exists(), "the daemon's group is removed at stop");
     }
 }
