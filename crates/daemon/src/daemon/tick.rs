@@ -101,7 +101,10 @@ impl Daemon {
                     if !g.is_owned() && g.present(&ex) {
                         out.extend(reassert(g, &mut ex));
                     }
-                    for &c in g.group.controllers() {
+                    // a followed group removed since `follow` looked (a
+                    // container stopping now) is its to see at the next
+                    // tick: waiting, lost only after group_gone_ms
+                    for &c in g.group.controllers().iter().filter(|_| !g.plan.follows) {
                         let Ok(dir) = ex.hierarchy().group_dir(c, g.group.path()) else {
                             continue;
                         };
