@@ -101,10 +101,16 @@ impl Daemon {
                     if !g.is_owned() && g.present(&ex) {
                         out.extend(reassert(g, &mut ex));
                     }
-                    // a followed group removed since `follow` looked (a
-                    // container stopping now) is its to see at the next
-                    // tick: waiting, lost only after group_gone_ms
-                    for &c in g.group.controllers().iter().filter(|_| !g.plan.follows) {
+                    // an operator's group removed is lost now; a followed
+                    // one removed since `follow` looked (a container
+                    // stopping now) is `follow`'s to see at the next tick:
+                    // waiting, lost only after group_gone_ms
+                    let watched = if g.plan.follows {
+                        &[][..]
+                    } else {
+                        g.group.controllers()
+                    };
+                    for &c in watched {
                         let Ok(dir) = ex.hierarchy().group_dir(c, g.group.path()) else {
                             continue;
                         };

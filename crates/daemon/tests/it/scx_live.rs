@@ -373,12 +373,7 @@ fn scx_mode_keeps_batch_off_the_lc_sibling_and_a_crash_leaves_it_idle() {
     let (st, unload_ms) = with_stopped(&spinners, || {
         let t = Instant::now();
         d.kill_leaving_state();
-        let end = t + patient(Duration::from_secs(5));
-        let mut st = kernel::kernel_state().unwrap();
-        while !st.idle() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
-            st = kernel::kernel_state().unwrap();
-        }
+        let st = wait_state_idle(Duration::from_secs(5));
         (st, t.elapsed().as_secs_f64() * 1e3)
     });
     assert!(st.idle(), "the kernel still runs a scheduler: {st:?}");
