@@ -2,7 +2,8 @@
 # The main job on a fresh machine: install what is missing, build, and run the
 # co-location demo — `elfen bench`'s default sweep: the built-in LC service
 # next to the Stream and Matrix kernels under every default configuration, at
-# three loads, 3 rounds each and more where a verdict is still open (up to 20
+# three loads, 3 rounds each (every window 1 s, or as long as 1000 requests
+# take at the lowest loads) and more where a verdict is still open (up to 20
 # rounds a point and 3 minutes in all) — then print the side-by-side tables,
 # the verdicts, the report's path and, last, the run's conclusion in words.
 #

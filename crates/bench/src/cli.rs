@@ -98,6 +98,12 @@ pub struct BenchArgs {
     /// Measured seconds per invocation (warm-up excluded).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
+    /// Requests each invocation's measured window holds at the least
+    /// (default 1000): at a load where --duration would hold fewer, the
+    /// window is lengthened to N / rps, so every round's p99 rests on as
+    /// many requests; 0 = every window is --duration.
+    #[arg(long, value_name = "N")]
+    pub min_requests: Option<u32>,
     /// Warm-up seconds per invocation (sent, not recorded).
     #[arg(long, value_name = "SECONDS")]
     pub warmup: Option<f64>,
@@ -251,6 +257,9 @@ pub fn build_spec(a: &BenchArgs) -> anyhow::Result<BenchSpec> {
     }
     if let Some(v) = a.duration {
         spec.duration_s = v;
+    }
+    if let Some(v) = a.min_requests {
+        spec.min_requests = v;
     }
     if let Some(v) = a.warmup {
         spec.warmup_s = v;

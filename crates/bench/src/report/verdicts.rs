@@ -217,6 +217,7 @@ pub fn targets(f: &ResultFile) -> Vec<Target> {
             "rps",
             "rps_fractions",
             "duration_s",
+            "min_requests",
             "warmup_s",
             "reps",
             "max_reps",

@@ -123,8 +123,16 @@ pub struct BenchSpec {
     /// alone under open-loop load (1 / its mean service time measured by a
     /// probe invocation at 30% of the back-to-back capacity).
     pub rps_fractions: Vec<f64>,
-    /// Measured time per invocation, s (warm-up excluded).
+    /// Measured time per invocation, s (warm-up excluded), at the least:
+    /// see `min_requests`.
     pub duration_s: f64,
+    /// Requests every invocation's measured window holds at the least: at a
+    /// load where `duration_s` would hold fewer, the window is lengthened to
+    /// `min_requests / rps` ([`BenchSpec::window_s`]). A round's p99 is its
+    /// requests' 99th percentile: of 400 requests, the 4th slowest, which
+    /// two rounds of one configuration rarely agree on; of 1000, the 10th.
+    /// 0: every window is `duration_s`.
+    pub min_requests: u32,
     /// Warm-up per invocation, s (requests sent, not recorded).
     pub warmup_s: f64,
     /// Longest wait for outstanding responses after an invocation, s;
@@ -212,6 +220,7 @@ impl Default for BenchSpec {
             rps: Vec::new(),
             rps_fractions: vec![0.25, 0.5, 0.75],
             duration_s: 1.0,
+            min_requests: 1000,
             warmup_s: 0.1,
             drain_s: 1.0,
             reps: 3,
@@ -274,6 +283,16 @@ impl BenchSpec {
             BenchError::Config(m) => BenchError::Config(format!("{}: {m}", path.display())),
             e => e,
         })
+    }
+
+    /// The measured window of an invocation at `rps`, s: `duration_s`, or
+    /// longer where that would hold fewer than `min_requests` requests.
+    pub fn window_s(&self, rps: f64) -> f64 {
+        if rps > 0.0 && self.min_requests > 0 {
+            self.duration_s.max(f64::from(self.min_requests) / rps)
+        } else {
+            self.duration_s
+        }
     }
 
     /// Puts `lc_alone` first (it is always run) and drops duplicates,

@@ -102,6 +102,21 @@ fn bad_values_are_refused() {
 }
 
 #[test]
+fn windows_hold_min_requests_at_low_loads() {
+    let s = BenchSpec::default();
+    assert_eq!((s.duration_s, s.min_requests), (1.0, 1000));
+    // 370 rps: 1 s would hold 370 requests; 1000 need 2.7 s
+    assert!((s.window_s(370.0) - 1000.0 / 370.0).abs() < 1e-9);
+    assert_eq!(s.window_s(1000.0), 1.0);
+    assert_eq!(s.window_s(5000.0), 1.0);
+    let off = BenchSpec {
+        min_requests: 0,
+        ..BenchSpec::default()
+    };
+    assert_eq!(off.window_s(10.0), 1.0);
+}
+
+#[test]
 fn normalize_puts_the_baseline_first() {
     let mut s = BenchSpec {
         configs: vec![Config::Naive, Config::BorrowIdle, Config::Naive],

@@ -162,7 +162,8 @@ impl Sweep<'_> {
             // loads derive from the mean service time of one LC-alone
             // invocation at 30% of the back-to-back capacity.
             let probe_rps = plan::round2(0.3 * closed).max(1.0);
-            self.progress.count(1, self.opts.spec.duration_s + 0.5);
+            self.progress
+                .count(1, self.opts.spec.window_s(probe_rps) + 0.5);
             let m = self.measure(Phase::Probe, Inv::lc_alone(probe_rps, PRESWEEP_ROUND))?;
             let service_us = m.rep.utilization.lc / probe_rps * 1e6;
             let lc = &mut self.run_info().lc;
@@ -384,9 +385,11 @@ fn sweep_phases(sw: &mut Sweep) -> Result<bool> {
         .filter(|c| !skipped.contains(c))
         .collect();
     let slots = plan::round_slots(&configs, &spec.batches()).len();
+    let mean_window_s =
+        rps.iter().map(|&r| spec.window_s(r)).sum::<f64>() / rps.len().max(1) as f64;
     sw.progress.count(
         presweep + rps.len() * slots * spec.reps as usize,
-        spec.duration_s + spec.warmup_s + 0.15,
+        mean_window_s + spec.warmup_s + 0.15,
     );
     let Some(presweep_slo) = sw.presweep(&rps)? else {
         return Ok(true);

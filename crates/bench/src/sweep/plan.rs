@@ -120,7 +120,7 @@ pub fn invocation_plan(
 ) -> InvocationPlan {
     let mut rng = SmallRng::seed_from_u64(seed);
     let warmup_ns = (spec.warmup_s * 1e9) as u64;
-    let duration_ns = (spec.duration_s * 1e9) as u64;
+    let duration_ns = (spec.window_s(rps) * 1e9) as u64;
     let offsets = poisson_offsets(rps, warmup_ns + duration_ns, &mut rng);
     let picks = set.sequence(offsets.len(), &mut rng);
     InvocationPlan {
@@ -194,6 +194,15 @@ mod tests {
         let b = invocation_plan(&spec, &set, 1.0, 800.0, s(800.0, 1));
         assert_eq!((&a.offsets, &a.picks), (&b.offsets, &b.picks));
         assert!(a.offsets.len() > 100, "{}", a.offsets.len());
+        // the window holds min_requests: 300 requests at 300 rps need 1 s
+        let low = BenchSpec {
+            min_requests: 300,
+            ..spec.clone()
+        };
+        let p = invocation_plan(&low, &set, 1.0, 300.0, s(300.0, 1));
+        assert_eq!(p.duration_ns, 1_000_000_000);
+        let measured = p.offsets.iter().filter(|&&t| t >= p.warmup_ns).count();
+        assert!((200..400).contains(&measured), "{measured}");
         let c = invocation_plan(&spec, &set, 1.0, 800.0, s(800.0, 2));
         assert_ne!(a.offsets, c.offsets, "rounds differ");
         assert_ne!(a.picks[..50], c.picks[..50], "rounds differ");

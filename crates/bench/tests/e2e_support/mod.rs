@@ -113,6 +113,7 @@ pub fn tiny_config(dir: &Path) -> PathBuf {
         r#"
 warmup_s = 0.05
 duration_s = 0.4
+min_requests = 0
 reps = 1
 max_reps = 1
 drain_s = 1.0
