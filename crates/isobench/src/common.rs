@@ -14,7 +14,7 @@ use elfen_results::{Percentiles, Stat};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -63,23 +63,8 @@ impl Helpers {
     }
 }
 
-/// A child process, SIGKILLed by pid and reaped when dropped.
-#[derive(Debug)]
-pub struct ChildGuard(pub Child);
-
-impl ChildGuard {
-    /// Its pid.
-    pub fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        elfen_cmd::proc::kill_pid(self.0.id());
-        let _ = self.0.wait();
-    }
-}
+/// A child process, SIGKILLed and reaped when dropped.
+pub use elfen_cmd::child::ChildGuard;
 
 /// `/proc/vmstat`'s `oom_kill`: the kernel OOM killer's kills since boot.
 pub fn oom_kills() -> u64 {
@@ -274,7 +259,7 @@ pub fn run_load(
     };
     let r = run_invocation(
         addr,
-        &elfen_bench::lc::Protocol::Elfen,
+        &elfen_bench::lc::Protocol::Wire,
         &plan,
         &place,
         stop,

@@ -10,6 +10,7 @@ use super::text::{self, TextProtocol};
 use super::{LcService, Protocol};
 use crate::error::{BenchError, Result};
 use crate::spec::KvSpec;
+use elfen_load::LoadError;
 use elfen_wire::launch::{self as external, External, Spawn};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -94,10 +95,10 @@ impl KvService {
             stop,
         )?;
         let (how, took) = text::populate(addr, &proto).map_err(|e| match e {
-            BenchError::Service(m) => {
+            LoadError::Service(m) => {
                 BenchError::Service(format!("{m}; its stderr ends with:\n{}", ext.stderr_tail()))
             }
-            e => e,
+            e => e.into(),
         })?;
         let llc = elfen_topo::SystemInfo::collect().l3_bytes;
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
