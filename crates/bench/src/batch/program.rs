@@ -214,18 +214,6 @@ pub struct ProgramProcess {
     lanes: Vec<Option<u32>>,
 }
 
-/// `rchar` of `/proc/<pid>/io`.
-fn read_bytes(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("rchar:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 impl ProgramProcess {
     /// Starts one instance per planned thread: pinned where the plan pins,
     /// at the plan's scheduling class, in `cgroup_procs` (a `cgroup.procs`
@@ -424,7 +412,7 @@ impl BatchRun for ProgramProcess {
                     }
                 }
                 let units = match self.kind {
-                    ProgramKind::Xz => pids.iter().map(|&p| read_bytes(p)).sum(),
+                    ProgramKind::Xz => pids.iter().map(|&p| proc::read_chars(p)).sum(),
                     ProgramKind::LuceneIndex => self.reported.get(i).map_or(0, |d| d.load(Relaxed)),
                     _ => on,
                 };

@@ -46,19 +46,6 @@ pub fn preflight(kv: &KvSpec) -> Result<()> {
     }
 }
 
-/// The server's resident memory, bytes (`VmRSS`).
-fn rss_bytes(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 impl KvService {
     /// Starts `kv` on `port`, pinned to `cpu`, and fills its key space.
     /// Fails — naming the command and its stderr's tail, nothing left
@@ -109,7 +96,8 @@ impl KvService {
             kv.keys,
             kv.value_bytes,
             took.as_secs_f64(),
-            rss_bytes(ext.pid()).map_or("? MiB".into(), |b| format!("{:.0} MiB", mib(b))),
+            elfen_cmd::proc::rss_bytes(ext.pid())
+                .map_or("? MiB".into(), |b| format!("{:.0} MiB", mib(b))),
             llc.map_or("not known".into(), |b| format!("{:.0} MiB", mib(b)))
         );
         Ok(KvService {
