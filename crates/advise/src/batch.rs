@@ -4,18 +4,19 @@
 //! a lane at a scheduling class) or by the daemon as a knob's `[[batch]]
 //! command` (placed by the daemon; unmodified, or instrumented with
 //! checks on the daemon's page for the cooperative knobs). It counts its
-//! work units into a shared region advise reads (`elfen_bench`'s
+//! work units into a shared region advise reads (`elfen_shm`'s
 //! [`Region`], a memfd opened through `/proc/<advise>/fd/<n>`: nothing is
 //! left in `/dev/shm`), and dies with its parent.
 
 use anyhow::Context;
 use clap::Args;
-use elfen_bench::batch::region::Region;
+use elfen_cmd::child::ChildGuard;
 use elfen_cmd::proc::{SchedClass, kill_me_with_parent, set_sched};
 use elfen_kernels::{Check, Kernel, KernelKind, NoCheck};
 use elfen_runtime::{BatchOptions, BatchThread};
+use elfen_shm::region::Region;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of a units region (one counter, a cache line).
@@ -182,7 +183,7 @@ impl HelperCommand {
 /// reaped when dropped.
 #[derive(Debug)]
 pub struct Helper {
-    child: Child,
+    child: ChildGuard,
     /// Its units.
     pub units: Units,
 }
@@ -206,12 +207,15 @@ impl Helper {
             .stdout(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {}", argv.join(" ")))?;
-        Ok(Helper { child, units })
+        Ok(Helper {
+            child: ChildGuard::new(child),
+            units,
+        })
     }
 
     /// Its pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     /// `None` while it runs; its exit otherwise.
@@ -221,13 +225,6 @@ impl Helper {
             Ok(Some(s)) => Some(format!("the batch helper exited ({s})")),
             Err(e) => Some(format!("the batch helper cannot be waited for: {e}")),
         }
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

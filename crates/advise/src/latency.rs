@@ -3,7 +3,8 @@
 //! the LC's protocol — `redis` / `memcached` (the harness's RESP and line
 //! presets, `GET` of a random key of its key space) or `wire` (elfen's LC
 //! wire protocol, a work request of `--probe-work-us`). Open loop like the
-//! harness's generator: Poisson send times drawn ahead, each request sent
+//! harness's generator, on the load kit's open-loop connection
+//! (`elfen_load::conn`): Poisson send times drawn ahead, each request sent
 //! at its intended time (at once if late), never waiting for answers, and
 //! its latency taken from the **intended** send time, so a stall of the
 //! LC shows up for every request due during it. Requests still unanswered
@@ -15,17 +16,15 @@
 
 use crate::record::LatencyWindow;
 use anyhow::{Context, bail};
-use elfen_bench::lc::text::TextProtocol;
-use elfen_bench::load::{Clock, MonoClock, mono_ns, new_histogram};
-use elfen_bench::spec::KvSpec;
 use elfen_cmd::proc::SchedClass;
-use elfen_wire::{self as wire, Kind, Response, Status};
+use elfen_load::conn::{Answer, Connection, Drive, Place, Protocol, Receive};
+use elfen_load::kv::KvSpec;
+use elfen_load::text::TextProtocol;
+use elfen_load::{mono_ns, new_histogram, poisson_arrivals};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Exp};
 use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -116,27 +115,6 @@ pub struct LatencyProbe {
 /// age of the oldest shows it).
 const MAX_PENDING: usize = 10_000;
 
-fn encode(p: &ProbeProtocol, id: u64, key: u64, out: &mut Vec<u8>) {
-    match p {
-        ProbeProtocol::Text(t) => t.encode_request(key, out),
-        ProbeProtocol::Wire(ns) => {
-            out.extend_from_slice(&wire::request_bytes(id, *ns, &[], Kind::Work))
-        }
-    }
-}
-
-/// One response from `buf`: its length, whether an error, and its id
-/// (wire only).
-fn decode(p: &ProbeProtocol, buf: &[u8]) -> Result<Option<(usize, bool, Option<u64>)>, String> {
-    match p {
-        ProbeProtocol::Text(t) => Ok(t.decode(buf)?.map(|(n, r)| (n, r.error, None))),
-        ProbeProtocol::Wire(_) => Ok(buf.first_chunk::<{ wire::RESPONSE_BYTES }>().map(|f| {
-            let r = Response::decode(f);
-            (wire::RESPONSE_BYTES, r.status != Status::Ok, Some(r.id))
-        })),
-    }
-}
-
 fn window_of(h: &Histogram<u64>, errors: u64) -> LatencyWindow {
     let us = |ns: u64| ns as f64 / 1e3;
     LatencyWindow {
@@ -168,12 +146,8 @@ impl LatencyProbe {
         if !(rps.is_finite() && rps > 0.0) {
             bail!("--probe-rps {rps}: must be > 0");
         }
-        let stream = TcpStream::connect_timeout(&spec.addr, Duration::from_secs(2))
+        let conn = Connection::open_within(spec.addr, Duration::from_secs(2))
             .with_context(|| format!("latency probe: connecting to {}", spec.addr))?;
-        stream.set_nodelay(true).context("TCP_NODELAY")?;
-        let rx = stream.try_clone().context("cloning the probe's socket")?;
-        rx.set_read_timeout(Some(Duration::from_millis(20)))
-            .context("socket timeout")?;
         let shared = Arc::new(Shared {
             pending: Mutex::new(VecDeque::new()),
             window: Mutex::new(new_histogram()),
@@ -182,38 +156,19 @@ impl LatencyProbe {
             failed: Mutex::new(None),
             quit: AtomicBool::new(false),
         });
-        let place = {
-            let cpus = cpus.to_vec();
-            move || {
-                let pin = elfen_topo::PinGuard::with_cpus(&cpus).ok();
-                elfen_cmd::proc::set_timer_slack_ns(1);
-                let _ = elfen_cmd::proc::set_sched(0, sched);
-                pin
-            }
+        let place = Place {
+            cpus: cpus.to_vec(),
+            sched,
         };
-        let keys = match &spec.protocol {
-            ProbeProtocol::Text(t) => t.keys.max(1),
-            ProbeProtocol::Wire(_) => 1,
-        };
-        let (s1, p1, place1) = (Arc::clone(&shared), spec.protocol.clone(), place.clone());
-        let sender = std::thread::Builder::new()
-            .name("elfen-probe-tx".into())
-            .spawn(move || {
-                let _pin = place1();
-                send(&s1, &p1, rps, keys, stream);
-            })
-            .context("starting the probe's sender")?;
-        let (s2, p2) = (Arc::clone(&shared), spec.protocol.clone());
-        let receiver = std::thread::Builder::new()
-            .name("elfen-probe-rx".into())
-            .spawn(move || {
-                let _pin = place();
-                receive(&s2, &p2, rx);
-            })
-            .context("starting the probe's receiver")?;
+        let s = Arc::clone(&shared);
+        let probe = spec.protocol.clone();
+        let runner = std::thread::Builder::new()
+            .name("elfen-probe".into())
+            .spawn(move || run(conn, &probe, rps, &place, &s))
+            .context("starting the probe")?;
         Ok(LatencyProbe {
             shared,
-            threads: vec![sender, receiver],
+            threads: vec![runner],
             placement: format!(
                 "{} on cpu {}",
                 sched.name(),
@@ -284,78 +239,68 @@ impl Drop for LatencyProbe {
     }
 }
 
-/// The sender: Poisson send times at `rps`, each request sent at its
-/// intended time (at once if late), until quit or a send fails.
-fn send(s: &Shared, p: &ProbeProtocol, rps: f64, keys: u64, mut tx: TcpStream) {
+/// The probe's load until quit: Poisson send times at `rps` from now,
+/// each request sent at its intended time (at once if late; held back
+/// while [`MAX_PENDING`] are unanswered), answers matched to the pending
+/// requests; a failure of the connection is recorded as it happens.
+fn run(conn: Connection, probe: &ProbeProtocol, rps: f64, place: &Place, s: &Arc<Shared>) {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x00AD_015E);
-    let exp = Exp::new(rps / 1e9).expect("rps > 0");
-    let clock = MonoClock;
-    let mut t = mono_ns() as f64;
-    let mut out = Vec::with_capacity(256);
-    let mut id = 0u64;
-    while !s.quit.load(Ordering::Relaxed) {
-        t += exp.sample(&mut rng);
-        let due = t as u64;
-        // sleep in pieces so a stop is seen
-        while clock.now_ns() < due && !s.quit.load(Ordering::Relaxed) {
-            clock.sleep_until_ns(due.min(clock.now_ns() + 50_000_000));
-        }
+    let mut keys_rng = rand::rngs::SmallRng::seed_from_u64(0x00AD_015E ^ 0x4B45_5953);
+    let (protocol, work_ns, keys) = match probe {
+        ProbeProtocol::Text(t) => (Protocol::Text(Arc::clone(t)), 0, t.keys.max(1)),
+        ProbeProtocol::Wire(ns) => (Protocol::Wire, *ns, 1),
+    };
+    let request = |id: u64, due: u64, _now: u64, out: &mut Vec<u8>| {
         if s.pending.lock().map(|p| p.len()).unwrap_or(0) >= MAX_PENDING {
-            continue;
+            return false;
         }
-        out.clear();
-        encode(p, id, rng.random_range(0..keys), &mut out);
+        protocol.encode(id, work_ns, &[], keys_rng.random_range(0..keys), out);
         s.pending.lock().expect("pending").push_back(Pending {
             id,
             intended_ns: due,
             in_window: false,
         });
-        if let Err(e) = tx.write_all(&out) {
-            s.fail(format!("latency probe: sending: {e}"));
-            return;
-        }
-        id += 1;
+        true
+    };
+    let drive = Drive {
+        t0_ns: mono_ns(),
+        offsets: poisson_arrivals(rps, &mut rng),
+        last_due_ns: 0,
+        drain_ns: 0,
+        place,
+        name: Some("elfen-probe"),
+    };
+    let mut rx = Answers {
+        shared: s,
+        by_id: matches!(probe, ProbeProtocol::Wire(_)),
+    };
+    let r = conn.drive(&protocol, drive, request, &mut rx, &s.quit, |_| {});
+    if let Some(e) = r.send_error.filter(|_| !s.quit.load(Ordering::Relaxed)) {
+        s.fail(format!("latency probe: sending: {e}"));
     }
 }
 
-/// The receiver: reads responses until quit or the connection fails;
-/// responses that arrive in one read share its arrival time.
-fn receive(s: &Shared, p: &ProbeProtocol, mut rx: TcpStream) {
-    let mut buf = vec![0u8; 64 << 10];
-    let (mut have, mut at) = (0usize, 0usize);
-    while !s.quit.load(Ordering::Relaxed) {
-        if at > 0 {
-            buf.copy_within(at..have, 0);
-            have -= at;
-            at = 0;
-        }
-        if have == buf.len() {
-            let n = buf.len();
-            buf.resize(n * 2, 0);
-        }
-        match rx.read(&mut buf[have..]) {
-            Ok(0) => return s.fail("latency probe: the LC closed the connection".into()),
-            Ok(n) => have += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue;
-            }
-            Err(e) => return s.fail(format!("latency probe: receiving: {e}")),
-        }
-        let now = mono_ns();
-        loop {
-            match decode(p, &buf[at..have]) {
-                Ok(Some((n, error, id))) => {
-                    at += n;
-                    s.answered(id, error, now);
-                }
-                Ok(None) => break,
-                Err(e) => return s.fail(format!("latency probe: not the LC's protocol: {e}")),
-            }
+/// The probe's receiver: each answer to the pending request it answers.
+struct Answers<'a> {
+    shared: &'a Shared,
+    /// The protocol carries ids (wire); otherwise answers come in order.
+    by_id: bool,
+}
+
+impl Receive for Answers<'_> {
+    fn answered(&mut self, a: &Answer, now_ns: u64) {
+        self.shared
+            .answered(self.by_id.then_some(a.id), !a.ok, now_ns);
+    }
+    fn ended(&mut self, closed: bool, protocol_error: Option<&str>) {
+        match protocol_error {
+            Some(e) => self
+                .shared
+                .fail(format!("latency probe: not the LC's protocol: {e}")),
+            None if closed => self
+                .shared
+                .fail("latency probe: the LC closed the connection".into()),
+            None => {}
         }
     }
 }

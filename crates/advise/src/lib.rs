@@ -1,8 +1,8 @@
 //! # elfen-advise — HIS's profiler for an LC service, and the knob that fits it
 //!
 //! A **product** crate: part of what an operator runs
-//! (`docs/architecture.md`); its use of the harness (`elfen-bench`,
-//! `elfen-kernels`) is an edge still to remove.
+//! (`docs/architecture.md`); it depends on no lab crate (its probe's load
+//! is `elfen-load`'s, its batch work `elfen-kernels`').
 //!
 //! `elfen advise --comm redis-server --latency-probe redis@127.0.0.1:6390`
 //! measures an LC service under its real load — alone, then next to short

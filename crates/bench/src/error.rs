@@ -64,6 +64,30 @@ pub enum BenchError {
 /// Shorthand.
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
+/// The load kit's error as the harness's own: the same message, and a
+/// Ctrl-C stays [`BenchError::Interrupted`].
+impl From<elfen_load::LoadError> for BenchError {
+    fn from(e: elfen_load::LoadError) -> BenchError {
+        use elfen_load::LoadError as L;
+        match e {
+            L::Config(m) => BenchError::Config(m),
+            L::Parse {
+                what,
+                given,
+                expected,
+            } => BenchError::Parse {
+                what,
+                given,
+                expected,
+            },
+            L::Io { what, source } => BenchError::Io { what, source },
+            L::Service(m) => BenchError::Service(m),
+            L::Demand(m) => BenchError::Demand(m),
+            L::Interrupted => BenchError::Interrupted,
+        }
+    }
+}
+
 /// An external service's start-up error as the harness's own: the same
 /// message, and a Ctrl-C stays [`BenchError::Interrupted`].
 impl From<elfen_wire::LaunchError> for BenchError {

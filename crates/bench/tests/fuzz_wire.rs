@@ -170,7 +170,7 @@ fn fuzz_the_generator_against_a_garbling_service() {
     let stop = AtomicBool::new(false);
     elfen_cmd::fuzz::run("LC wire over a socket", 80, strategy, |answer| {
         tx.send(answer).unwrap();
-        match run_invocation(addr, &Protocol::Elfen, &plan, &place, &stop, |_| {}) {
+        match run_invocation(addr, &Protocol::Wire, &plan, &place, &stop, |_| {}) {
             Ok(r) => {
                 prop_assert!(r.outcome.requests <= N as u64);
                 prop_assert_eq!(r.outcome.hist.len(), N as u64);

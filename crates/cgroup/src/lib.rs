@@ -33,6 +33,10 @@
 //! - reads what a group uses: memory ([`Executor::memory_current`]) and
 //!   I/O per device ([`Executor::io_stat`]).
 //!
+//! For tests without root, feature `fake` exports fake v1, v2 and hybrid
+//! roots (`elfen_cgroup::fake`: temp dirs with the kernel's files and a
+//! hook that fills new groups as the kernel does).
+//!
 //! ```no_run
 //! use elfen_cgroup::{Controller, Executor, Hierarchy, Knob};
 //! use std::time::Duration;
@@ -53,11 +57,17 @@
 
 #![deny(missing_docs)]
 
+// `elfen_cgroup::…` paths resolve inside the crate too: [`fake`] is also
+// compiled into this crate's integration tests.
+extern crate self as elfen_cgroup;
+
 mod affinity;
 mod apply;
 mod cpuset;
 mod error;
 mod executor;
+#[cfg(feature = "fake")]
+pub mod fake;
 mod freezer;
 mod fsio;
 mod group;

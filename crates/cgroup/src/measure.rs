@@ -16,6 +16,7 @@ use crate::executor::Executor;
 use crate::group::Group;
 use crate::knob::{Knob, KnobKind};
 use crate::layout::{Controller, FreezerBackend, Hierarchy, Layout};
+use elfen_cmd::child::ChildGuard;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -89,21 +90,11 @@ pub struct LatencyReport {
     pub notes: Vec<String>,
 }
 
-/// Kills and reaps the child on drop.
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn spawn_busy() -> Result<ChildGuard> {
     std::process::Command::new("sh")
         .args(["-c", "while :; do :; done"])
         .spawn()
-        .map(ChildGuard)
+        .map(ChildGuard::new)
         .map_err(|e| CgroupError::io("sh", "spawning the busy child", e))
 }
 
@@ -132,7 +123,7 @@ pub fn measure_latency(root: &Path, reps: usize) -> Result<LatencyReport> {
         notes: Vec::new(),
     };
     let child = spawn_busy()?;
-    let pid = child.0.id();
+    let pid = child.pid();
     let name = format!("elfen-measure-{}", std::process::id());
     let ctls: Vec<Controller> = [Controller::Cpu, Controller::Cpuset, Controller::Freezer]
         .into_iter()

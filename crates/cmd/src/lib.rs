@@ -13,12 +13,14 @@
 //! | UTC timestamps for result directories | [`time`] |
 //! | one user of the lanes at a time, machine-wide (tests, benchmarks) | [`lanelock`] |
 //! | `/proc` readings (per-thread CPU time, machine ticks, load), scheduling classes, who a pid is | [`proc`] |
+//! | a child process stopped and reaped on drop (SIGTERM, grace, SIGKILL, reap) | [`child`] |
 //! | files a root process trusts: atomic replacement, private directories, owners | [`files`] |
 //! | tests that cannot run here: what they need, whether this machine offers it, the test log | [`skip`] |
 //! | a test that may run twice because of the machine's noise: counted in the test log, a second failure fails | [`rerun`] |
 //! | bounded, seeded fuzzing in the tests (feature `fuzz`) | `fuzz` |
 #![deny(missing_docs)]
 
+pub mod child;
 pub mod files;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;

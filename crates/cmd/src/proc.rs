@@ -1,7 +1,8 @@
 //! What the commands read from `/proc` and ask of the scheduler: thread
 //! ids, per-thread CPU time (`schedstat`), machine and process CPU ticks,
-//! the load average, scheduling classes, and process liveness and
-//! identity (start time, command, user: [`ProcessInfo`], and whether a pid
+//! a process's resident memory, major faults and bytes read, the OOM
+//! killer's count, the load average, scheduling classes, and process
+//! liveness and identity (start time, command, user: [`ProcessInfo`], and whether a pid
 //! a file recorded still belongs to the process that wrote it: [`holder`]).
 
 use std::io;
@@ -222,6 +223,52 @@ pub fn parse_pid_stat(s: &str) -> u64 {
     // rest[0] is field 3 (state): utime is field 14 -> index 11
     let get = |i: usize| f.get(i).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
     get(11) + get(12)
+}
+
+/// Major page faults of process `pid` so far (`/proc/<pid>/stat` field
+/// 12); 0 if it is gone.
+pub fn major_faults(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    s.rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().nth(9))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resident memory of process `pid`, bytes (`VmRSS` of `/proc/<pid>/status`).
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Bytes process `pid` has read (`rchar` of `/proc/<pid>/io`: every read
+/// call, cached or not); 0 if unreadable.
+pub fn read_chars(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("rchar:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The kernel OOM killer's kills since boot (`oom_kill` of `/proc/vmstat`).
+pub fn oom_kills() -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The 1, 5 and 15 minute load averages (`/proc/loadavg`; NaN if unreadable).

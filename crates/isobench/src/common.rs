@@ -14,7 +14,7 @@ use elfen_results::{Percentiles, Stat};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -63,42 +63,11 @@ impl Helpers {
     }
 }
 
-/// A child process, SIGKILLed by pid and reaped when dropped.
-#[derive(Debug)]
-pub struct ChildGuard(pub Child);
+/// A child process, SIGKILLed and reaped when dropped.
+pub use elfen_cmd::child::ChildGuard;
 
-impl ChildGuard {
-    /// Its pid.
-    pub fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        elfen_cmd::proc::kill_pid(self.0.id());
-        let _ = self.0.wait();
-    }
-}
-
-/// `/proc/vmstat`'s `oom_kill`: the kernel OOM killer's kills since boot.
-pub fn oom_kills() -> u64 {
-    std::fs::read_to_string("/proc/vmstat")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("oom_kill "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Major page faults of process `pid` so far (`/proc/<pid>/stat` field 12).
-pub fn major_faults(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    s.rsplit_once(')')
-        .and_then(|(_, r)| r.split_whitespace().nth(9))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
+/// The OOM killer's kills since boot; a process's major page faults.
+pub use elfen_cmd::proc::{major_faults, oom_kills};
 
 /// The daemon, run in this process from a configuration text, its upkeep
 /// on a thread of its own; its messages are printed and kept.
@@ -274,7 +243,7 @@ pub fn run_load(
     };
     let r = run_invocation(
         addr,
-        &elfen_bench::lc::Protocol::Elfen,
+        &elfen_bench::lc::Protocol::Wire,
         &plan,
         &place,
         stop,

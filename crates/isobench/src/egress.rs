@@ -111,7 +111,7 @@ fn one(
         + (run as u16 % 100) * 3
         + CONFIGS.iter().position(|c| *c == config).unwrap_or(0) as u16;
     let addr: SocketAddr = format!("{}:{port}", net.ip_a).parse()?;
-    let lc = ChildGuard(
+    let lc = ChildGuard::new(
         NetPair::exec(
             &net.a,
             &helpers.argv(&[
@@ -126,7 +126,7 @@ fn one(
         .context("starting the LC server in its namespace")?,
     );
     let iperf_port = port + 1000;
-    let server = ChildGuard(
+    let server = ChildGuard::new(
         NetPair::exec(
             &net.b,
             &[

@@ -107,7 +107,7 @@ fn one(p: &Params, helpers: &Helpers, run: usize, dir: &Path) -> Result<Rep> {
     // kill (SCHED_FIFO keeps it from preempting the LC's bursts as well)
     let _pin = elfen_topo::PinGuard::with_cpus(&[1]).context("pinning to cpu 1")?;
     let name = format!("isofs{}", std::process::id() % 100_000);
-    let lc = ChildGuard(
+    let lc = ChildGuard::new(
         helpers
             .command(&[
                 "lc-helper".into(),

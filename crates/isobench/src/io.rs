@@ -216,7 +216,7 @@ fn one(
     } else {
         String::new()
     };
-    let lc = ChildGuard(Command::new("sleep").arg("3600").spawn()?);
+    let lc = ChildGuard::new(Command::new("sleep").arg("3600").spawn()?);
     let config_text = format!(
         "page = \"/dev/shm/elfen-isobench-{}-io\"\nstate_file = \"{}\"\npairs = \"0:1\"\nundelegated = \"root\"\n\
          [metrics]\nlisten = \"\"\n[memory]\nmin_available = 0\npressure = \"off\"\n{budget}\

@@ -217,7 +217,7 @@ fn one(
     let port = free_port()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
     let lc_name = format!("isolc{}", std::process::id() % 100_000);
-    let lc = ChildGuard(
+    let lc = ChildGuard::new(
         helpers
             .command(&[
                 "lc-server".into(),

@@ -77,7 +77,7 @@ fn the_kill_switch_toggled_under_load_loses_no_request_and_leaves_nothing_frozen
         let helpers = helpers();
         let port = free_port().unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let lc = ChildGuard(
+        let lc = ChildGuard::new(
             helpers
                 .command(&[
                     "lc-server".into(),

@@ -1,8 +1,8 @@
-//! `elfen-kernels`: the batch kernels elfen's experiments run.
+//! `elfen-kernels`: the batch kernels (Loop, Matrix, Flush, Stream) that
+//! `elfen advise`'s probes and the harness run.
 //!
-//! A **lab** crate: harness, measurement or workload
-//! (`docs/architecture.md`); no product crate depends on it but
-//! `elfen-advise`, edges still to remove.
+//! A **product** crate: part of what an operator runs (`elfen advise`
+//! starts them; `docs/architecture.md`); it depends on no lab crate.
 //!
 //! Four kernels (the Elfen paper's §4 "Batch Workloads" plus Stream), each
 //! counting **work units** so progress can be measured:

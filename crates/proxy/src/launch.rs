@@ -10,14 +10,18 @@
 use crate::config::Protocol;
 use crate::error::{ProxyError, Result};
 use crate::message::ping_bytes;
+use elfen_cmd::child::ChildGuard;
 use elfen_wire::launch::Launch;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How long a replica has to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Bytes of stderr kept for messages.
 const STDERR_TAIL: usize = 4096;
@@ -25,8 +29,7 @@ const STDERR_TAIL: usize = 4096;
 /// A started replica process.
 #[derive(Debug)]
 pub struct Spawned {
-    child: Option<Child>,
-    pid: u32,
+    child: ChildGuard,
     argv: Vec<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
 }
@@ -106,8 +109,7 @@ impl Spawned {
                 });
         }
         let mut me = Spawned {
-            pid: child.id(),
-            child: Some(child),
+            child: ChildGuard::new(child).with_grace(STOP_GRACE),
             argv,
             stderr,
         };
@@ -139,7 +141,7 @@ impl Spawned {
 
     /// Its pid.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.child.pid()
     }
 
     /// The command line, as run.
@@ -170,32 +172,18 @@ impl Spawned {
 
     /// Its exit status, once it has exited (reaped).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        let status = self.child.as_mut()?.try_wait().ok().flatten()?;
-        self.child = None;
-        Some(status)
+        self.child.try_wait().ok().flatten()
     }
 
     /// Whether it still runs.
     pub fn running(&self) -> bool {
-        self.child.is_some()
+        !self.child.is_reaped()
     }
 
     /// SIGTERM (and SIGCONT, for a stopped one), then SIGKILL after 2 s;
     /// reaps. Idempotent.
     pub fn terminate(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            elfen_cmd::proc::signal_pid(self.pid, libc::SIGTERM);
-            elfen_cmd::proc::signal_pid(self.pid, libc::SIGCONT);
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(2) {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            elfen_cmd::proc::kill_pid(self.pid);
-            let _ = c.wait();
-        }
+        self.child.stop();
     }
 }
 

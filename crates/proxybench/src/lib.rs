@@ -3,8 +3,8 @@
 //! A **lab** crate: harness, measurement or workload
 //! (`docs/architecture.md`); no product crate depends on it.
 //!
-//! An LC service driven by the harness's open-loop generator
-//! (`elfen_bench::load`: Poisson arrivals, latency from the intended send
+//! An LC service driven by the load kit's open-loop connection
+//! (`elfen_load`: Poisson arrivals, latency from the intended send
 //! time) in several **ways** side by side — straight to
 //! replica A (`alone`), through the proxy forwarding only (`forward`),
 //! with local-node redundancy (`proxy`), with a timeout hedge at a
@@ -56,10 +56,10 @@ pub mod table;
 use crate::error::Result;
 use anyhow::Context;
 use clap::Args;
-use elfen_bench::lc::requests::{self, RequestSet};
-use elfen_bench::load::{percentiles_us, poisson_offsets};
 use elfen_cmd::proc::SchedClass;
 use elfen_cmd::progress::Progress;
+use elfen_load::requests::{self, RequestSet};
+use elfen_load::{percentiles_us, poisson_offsets};
 use elfen_proxy::ProxyError;
 use elfen_proxy::proxy::Proxy;
 use rand::SeedableRng;

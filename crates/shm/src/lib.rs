@@ -10,7 +10,9 @@
 //! one writer per 64-byte line. This crate only lays the page out, creates it, attaches to
 //! it and validates it; the LC and batch APIs that read and write it live in
 //! `elfen-runtime`. `docs/protocol.md` documents it byte by byte, and the
-//! golden vectors in `testdata/signal/` pin it for every language.
+//! golden vectors in `testdata/signal/` pin it for every language. Beside
+//! the page, a memfd [`region`] a process shares with a child it starts
+//! (a batch child's counters).
 #![deny(missing_docs)]
 
 #[cfg(not(target_endian = "little"))]
@@ -22,6 +24,7 @@ pub mod failsafe;
 mod files;
 pub mod layout;
 pub mod page;
+pub mod region;
 pub mod segment;
 pub mod spec;
 pub mod users;

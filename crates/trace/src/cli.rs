@@ -13,8 +13,8 @@ use crate::target::{Target, TargetSpec};
 use crate::{overhead, render, study};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use elfen_bench::lc::requests::{self, RequestSet};
-use elfen_bench::spec::{DemandSpec, RequestsKind};
+use elfen_load::demand::{DemandSpec, RequestsKind};
+use elfen_load::requests::{self, RequestSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -552,8 +552,8 @@ fn run_overhead(a: OverheadArgs) -> anyhow::Result<()> {
     let command = match (&a.lc_command, a.lucene) {
         (Some(c), _) => Some(c.clone()),
         (None, true) => {
-            let cmd = elfen_bench::lc::lucene::command(elfen_bench::lc::lucene::copies_setting()?);
-            elfen_bench::lc::lucene::preflight(&cmd)?;
+            let cmd = elfen_load::lucene::command(elfen_load::lucene::copies_setting()?);
+            elfen_load::lucene::preflight(&cmd)?;
             Some(cmd)
         }
         (None, false) => None,

@@ -1,8 +1,8 @@
 //! # elfen-trace — a request-level hazard profiler (Tailor)
 //!
 //! A **product** crate: part of what an operator runs
-//! (`docs/architecture.md`); its use of the harness (`elfen-bench`) is an
-//! edge still to remove.
+//! (`docs/architecture.md`); it depends on no lab crate (its load is the
+//! measurement kit's, `elfen-load`).
 //!
 //! What delayed an LC service's slow requests, request by request (the
 //! thesis's chapter 4): BPF records, around one service's tasks and the

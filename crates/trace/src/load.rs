@@ -1,22 +1,20 @@
-//! An open-loop load that keeps every request's span: the harness's
-//! generator (`elfen_bench::load`: Poisson arrivals computed up front,
-//! each request sent at its intended time or at once if late, latency from
-//! the intended time, HdrHistogram) on one connection, with a sender and a
-//! receiver thread, recording a [`ClientSpan`] per request — what the
-//! profiler needs to name the requests a client saw slow. Request ids are
-//! `id_base + i`, so several loads against one service have distinct ids.
+//! An open-loop load that keeps every request's span: the load kit's
+//! open-loop connection (`elfen_load::conn`: Poisson arrivals computed up
+//! front, each request sent at its intended time or at once if late,
+//! latency from the intended time, HdrHistogram), its request hook
+//! recording a [`ClientSpan`] per request — what the profiler needs to
+//! name the requests a client saw slow. Request ids are `id_base + i`, so
+//! several loads against one service have distinct ids.
 
 use crate::error::TraceError;
 use crate::spans::ClientSpan;
-use elfen_bench::lc::builtin::is_timeout;
-use elfen_bench::lc::requests::RequestSet;
-use elfen_bench::load::{Clock, MonoClock, mono_ns, new_histogram, poisson_offsets, run_sender};
-use elfen_wire::{self as wire, Kind, Response, Status};
+use elfen_load::conn::{Answer, Connection, Drive, Place, Protocol, Receive};
+use elfen_load::requests::RequestSet;
+use elfen_load::{mono_ns, new_histogram, poisson_offsets};
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -66,54 +64,60 @@ pub fn drive(
     stop: &AtomicBool,
 ) -> Result<LoadResult, TraceError> {
     check(plan)?;
-    let (stream, mut rx) = connect(addr)?;
+    let conn = Connection::open(addr)
+        .map_err(|e| TraceError::Usage(format!("connecting to {addr}: {e}")))?;
     let mut rng = SmallRng::seed_from_u64(plan.seed);
     let offsets = poisson_offsets(plan.rps, plan.duration.as_nanos() as u64, &mut rng);
     let picks = plan.set.sequence(offsets.len(), &mut rng);
     let n = offsets.len();
-    let t0 = MonoClock.now_ns() + 2_000_000;
+    let t0 = mono_ns() + 2_000_000;
     let sent: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
-    let sender_done = AtomicU64::new(0);
-    let tids = std::sync::Mutex::new(Vec::new());
-    let (received, closed) = std::thread::scope(|scope| {
-        let sender = scope.spawn(|| {
-            let _pin = place(plan, &tids);
-            let mut s = &stream;
-            let local = AtomicBool::new(false);
-            run_sender(&MonoClock, t0, &offsets, &local, |i| {
-                if stop.load(Ordering::Relaxed) {
-                    local.store(true, Ordering::Relaxed);
-                    return Ok(());
-                }
-                let k = picks[i] as usize;
-                let r = &plan.set.requests[k];
-                let frame = wire::request_bytes(
-                    plan.id_base + i as u64,
-                    plan.set.arg(k, 1.0),
-                    &r.payload,
-                    Kind::Work,
-                );
-                sent[i].store(mono_ns(), Ordering::Relaxed);
-                s.write_all(&frame)
-            });
-            sender_done.store(mono_ns().max(1), Ordering::Release);
-        });
-        let receiver = scope.spawn(|| {
-            let _pin = place(plan, &tids);
-            let span_end = t0 + offsets.last().copied().unwrap_or(0);
-            receive(&mut rx, plan, n, span_end, &sender_done, stop)
-        });
-        let _ = sender.join();
-        receiver.join().unwrap_or_default()
-    });
+    let place = Place {
+        cpus: plan.cpus.clone(),
+        sched: plan.sched,
+    };
+    let mut got = Received {
+        at: vec![None; n],
+        answered: 0,
+        id_base: plan.id_base,
+    };
+    let request = |seq: u64, _due: u64, now: u64, out: &mut Vec<u8>| {
+        let i = seq as usize;
+        let k = picks[i] as usize;
+        sent[i].store(now, Ordering::Relaxed);
+        let id = plan.id_base + seq;
+        Protocol::Wire.encode(
+            id,
+            plan.set.arg(k, 1.0),
+            &plan.set.requests[k].payload,
+            0,
+            out,
+        );
+        true
+    };
+    let run = conn.drive(
+        &Protocol::Wire,
+        Drive {
+            t0_ns: t0,
+            offsets: offsets.iter().copied(),
+            last_due_ns: t0 + offsets.last().copied().unwrap_or(0),
+            drain_ns: plan.drain.as_nanos() as u64,
+            place: &place,
+            name: None,
+        },
+        request,
+        &mut got,
+        stop,
+        |_| {},
+    );
     let end = mono_ns();
-    let (spans, hist, errors) = tally(plan, t0, &offsets, &sent, &received, end);
+    let (spans, hist, errors) = tally(plan, t0, &offsets, &sent, &got.at, end);
     Ok(LoadResult {
         spans,
         hist,
         errors,
-        tids: tids.into_inner().expect("tids"),
-        closed,
+        tids: run.tids,
+        closed: run.closed,
     })
 }
 
@@ -131,93 +135,26 @@ fn check(plan: &LoadPlan) -> Result<(), TraceError> {
     Ok(())
 }
 
-/// One `TCP_NODELAY` connection to `addr`: the sender's stream and the
-/// receiver's clone of it (reads time out every 20 ms, so it sees the end).
-fn connect(addr: SocketAddr) -> Result<(TcpStream, TcpStream), TraceError> {
-    let io = |what: &str, e: std::io::Error| TraceError::Usage(format!("{what} {addr}: {e}"));
-    let stream = TcpStream::connect(addr).map_err(|e| io("connecting to", e))?;
-    stream
-        .set_nodelay(true)
-        .map_err(|e| io("TCP_NODELAY on", e))?;
-    let rx = stream
-        .try_clone()
-        .map_err(|e| io("cloning the socket of", e))?;
-    rx.set_read_timeout(Some(Duration::from_millis(20)))
-        .map_err(|e| io("a read timeout on", e))?;
-    Ok((stream, rx))
+/// Per request: when its first answer came and whether it was OK.
+struct Received {
+    at: Vec<Option<(u64, bool)>>,
+    answered: usize,
+    id_base: u64,
 }
 
-/// Places the calling load thread as `plan` asks (its CPUs, its
-/// scheduling class, 1 ns timer slack) and records its tid; the pin lasts
-/// as long as the returned guard.
-fn place(plan: &LoadPlan, tids: &std::sync::Mutex<Vec<u32>>) -> Option<elfen_topo::PinGuard> {
-    let pin = (!plan.cpus.is_empty())
-        .then(|| elfen_topo::PinGuard::with_cpus(&plan.cpus).ok())
-        .flatten();
-    elfen_cmd::proc::set_timer_slack_ns(1);
-    if plan.sched != elfen_cmd::proc::SchedClass::Other {
-        // refused without privileges: the load then runs SCHED_OTHER
-        let _ = elfen_cmd::proc::set_sched(0, plan.sched);
-    }
-    tids.lock().expect("tids").push(elfen_cmd::proc::gettid());
-    pin
-}
-
-/// The receiver: reads responses until all `n` are in, the drain after the
-/// sender's end (or the last intended send, `span_end`) is over, `stop`
-/// once the sender is done, or the connection closes. Per request: when
-/// its response came and whether it was OK; and whether the connection
-/// closed.
-fn receive(
-    rx: &mut TcpStream,
-    plan: &LoadPlan,
-    n: usize,
-    span_end: u64,
-    sender_done: &AtomicU64,
-    stop: &AtomicBool,
-) -> (Vec<Option<(u64, bool)>>, bool) {
-    let mut got: Vec<Option<(u64, bool)>> = vec![None; n];
-    let mut buf = [0u8; wire::RESPONSE_BYTES];
-    let mut have = 0;
-    let mut answered = 0;
-    let mut closed = false;
-    while answered < n {
-        let done = sender_done.load(Ordering::Acquire);
-        if done != 0 && mono_ns() > done.max(span_end) + plan.drain.as_nanos() as u64 {
-            break;
-        }
-        if stop.load(Ordering::Relaxed) && done != 0 {
-            break;
-        }
-        match rx.read(&mut buf[have..]) {
-            Ok(0) => {
-                closed = true;
-                break;
-            }
-            Ok(k) => {
-                have += k;
-                if have < wire::RESPONSE_BYTES {
-                    continue;
-                }
-                have = 0;
-                let now = mono_ns();
-                let r = Response::decode(&buf);
-                let i = r.id.wrapping_sub(plan.id_base) as usize;
-                if let Some(slot) = got.get_mut(i) {
-                    if slot.is_none() {
-                        *slot = Some((now, r.status == Status::Ok));
-                        answered += 1;
-                    }
-                }
-            }
-            Err(e) if is_timeout(&e) => {}
-            Err(_) => {
-                closed = true;
-                break;
+impl Receive for Received {
+    fn answered(&mut self, a: &Answer, now_ns: u64) {
+        let i = a.id.wrapping_sub(self.id_base) as usize;
+        if let Some(slot) = self.at.get_mut(i) {
+            if slot.is_none() {
+                *slot = Some((now_ns, a.ok));
+                self.answered += 1;
             }
         }
     }
-    (got, closed)
+    fn done(&self) -> bool {
+        self.answered == self.at.len()
+    }
 }
 
 /// Every request sent, its span and its latency from the intended send

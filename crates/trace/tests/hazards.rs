@@ -23,10 +23,10 @@
 //!
 //! `cargo test -p elfen-trace --test hazards [-- NAME]` (`harness = false`).
 
-use elfen_bench::lc::requests::RequestSet;
-use elfen_bench::lc::{lucene, tasks};
-use elfen_bench::spec::RequestsKind;
 use elfen_cmd::skip::{Feature, Need};
+use elfen_load::demand::RequestsKind;
+use elfen_load::requests::RequestSet;
+use elfen_load::{lucene, tasks};
 use elfen_shm::{Page, PageSpec};
 use elfen_trace::lcline::LcLineTap;
 use elfen_trace::load::{LoadPlan, drive};
@@ -654,7 +654,7 @@ fn check(case: &Case, r: &TraceReport, rec: &elfen_trace::record::TraceRecord) {
 
 fn term_set() -> Arc<RequestSet> {
     Arc::new(
-        elfen_bench::lc::requests::build(RequestsKind::TermQueries, &Default::default(), None, 7)
+        elfen_load::requests::build(RequestsKind::TermQueries, &Default::default(), None, 7)
             .unwrap(),
     )
 }

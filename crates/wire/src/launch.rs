@@ -13,9 +13,10 @@
 
 use crate::error::{LaunchError, Result};
 use crate::protocol::{self as wire, Kind, Response, Status};
+use elfen_cmd::child::ChildGuard;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -87,11 +88,13 @@ pub struct Spawn<'a> {
     pub startup_timeout: Duration,
 }
 
+/// How long a service has to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// A running external service; stopped and reaped on drop.
 #[derive(Debug)]
 pub struct External {
-    child: Option<Child>,
-    pid: u32,
+    child: ChildGuard,
     addr: SocketAddr,
     argv: Vec<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -174,8 +177,7 @@ impl External {
             stderr_reader = Some(reader);
         }
         let mut me = External {
-            pid: child.id(),
-            child: Some(child),
+            child: ChildGuard::new(child).with_grace(STOP_GRACE),
             addr,
             argv,
             stderr,
@@ -187,7 +189,7 @@ impl External {
 
     /// The service's pid.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.child.pid()
     }
 
     /// The command line, as run (an empty argument or one with spaces in
@@ -230,10 +232,7 @@ impl External {
     /// Ok while the service runs; an error naming it and its stderr once it
     /// has exited.
     pub fn check_alive(&mut self) -> Result<()> {
-        let exited = self
-            .child
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten());
+        let exited = self.child.try_wait().ok().flatten();
         match exited {
             Some(status) => {
                 // let the stderr reader drain what the child wrote last: it
@@ -248,7 +247,6 @@ impl External {
                         let _ = r.join();
                     }
                 }
-                self.child = None;
                 Err(self.failure(&format!("exited ({status})")))
             }
             None => Ok(()),
@@ -286,18 +284,7 @@ impl External {
 
     /// SIGTERM, then SIGKILL after 2 s; reaps. Idempotent.
     pub fn terminate(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            elfen_cmd::proc::signal_pid(self.pid, libc::SIGTERM);
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(2) {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            elfen_cmd::proc::kill_pid(self.pid);
-            let _ = c.wait();
-        }
+        self.child.stop();
     }
 }
 

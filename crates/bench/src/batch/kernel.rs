@@ -14,10 +14,11 @@ use super::region::Region;
 use super::worker::WORKER_SUBCOMMAND;
 use super::{BatchPlan, BatchProgram, BatchRun, BatchSample, ThreadSample};
 use crate::error::{BenchError, Result};
+use elfen_cmd::child::ChildGuard;
 use elfen_cmd::proc::SchedClass;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -82,7 +83,7 @@ pub(super) fn sched_arg(s: SchedClass) -> &'static str {
 /// A running kernel process. Killed (by pid) and reaped on drop.
 #[derive(Debug)]
 pub struct KernelProcess {
-    child: Option<Child>,
+    child: ChildGuard,
     pid: u32,
     region: Region,
     threads: usize,
@@ -147,7 +148,7 @@ impl KernelProcess {
             .map_err(|e| BenchError::io(format!("starting {}", exe.display()), e))?;
         let mut me = KernelProcess {
             pid: child.id(),
-            child: Some(child),
+            child: ChildGuard::new(child),
             region,
             threads: n,
         };
@@ -162,16 +163,11 @@ impl KernelProcess {
             if h.ready.load(Ordering::Acquire) as usize == self.threads {
                 return Ok(());
             }
-            let exited = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
-            if let Some(status) = exited {
+            if let Some(status) = self.child.try_wait().ok().flatten() {
                 let mut msg = String::new();
-                if let Some(mut e) = self.child.as_mut().and_then(|c| c.stderr.take()) {
+                if let Some(mut e) = self.child.child_mut().stderr.take() {
                     let _ = e.read_to_string(&mut msg);
                 }
-                self.child = None;
                 return Err(BenchError::Batch(format!(
                     "exited ({status}) before it was ready: {}",
                     msg.trim()
@@ -190,10 +186,7 @@ impl KernelProcess {
 
     /// Kills the child (SIGKILL, by pid) and reaps it. Idempotent.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            elfen_cmd::proc::kill_pid(self.pid);
-            let _ = c.wait();
-        }
+        self.child.stop();
     }
 }
 
@@ -207,10 +200,7 @@ impl BatchRun for KernelProcess {
     }
 
     fn alive(&mut self) -> bool {
-        match self.child.as_mut() {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
-            None => false,
-        }
+        self.child.running()
     }
 
     fn sample(&self) -> BatchSample {
@@ -235,11 +225,5 @@ impl BatchRun for KernelProcess {
             })
             .collect();
         BatchSample { at_ns, threads }
-    }
-}
-
-impl Drop for KernelProcess {
-    fn drop(&mut self) {
-        self.kill();
     }
 }

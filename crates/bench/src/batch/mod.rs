@@ -14,7 +14,9 @@
 pub mod java;
 pub mod kernel;
 pub mod program;
-pub mod region;
+/// The memfd region a batch child counts into (in `elfen-shm`, shared with
+/// `elfen advise`).
+pub use elfen_shm::region;
 pub mod worker;
 
 pub use kernel::KernelProcess;

@@ -13,13 +13,14 @@
 
 use super::{BatchPlan, BatchRun, BatchSample, ThreadSample};
 use crate::error::{BenchError, Result};
+use elfen_cmd::child::ChildGuard;
 use elfen_cmd::proc::{self, SchedClass};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -199,7 +200,7 @@ pub fn input_path(dir: &Path) -> PathBuf {
 #[derive(Debug)]
 pub struct ProgramProcess {
     kind: ProgramKind,
-    children: Vec<Child>,
+    children: Vec<ChildGuard>,
     /// Per child, the documents it reported (the Java job).
     reported: Vec<Arc<AtomicU64>>,
     /// Per child, the tail of its stderr (the Java job).
@@ -211,18 +212,6 @@ pub struct ProgramProcess {
     /// batch line holds its naps and run time (the binding keeps them).
     page: Option<elfen_shm::Page>,
     lanes: Vec<Option<u32>>,
-}
-
-/// `rchar` of `/proc/<pid>/io`.
-fn read_bytes(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("rchar:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 impl ProgramProcess {
@@ -335,7 +324,7 @@ impl ProgramProcess {
             if let Some(err) = child.stderr.take() {
                 me.stderr.push(super::java::follow_stderr(err));
             }
-            me.children.push(child);
+            me.children.push(ChildGuard::new(child).with_tree());
             me.lanes.push(t.lane.filter(|_| page.is_some()));
         }
         me.page = page;
@@ -396,16 +385,14 @@ impl BatchRun for ProgramProcess {
     fn pids(&self) -> Vec<u32> {
         self.children
             .iter()
-            .flat_map(|c| proc::process_tree(c.id()))
+            .flat_map(|c| proc::process_tree(c.pid()))
             .collect()
     }
 
     fn go(&self) {}
 
     fn alive(&mut self) -> bool {
-        self.children
-            .iter_mut()
-            .all(|c| matches!(c.try_wait(), Ok(None)))
+        self.children.iter_mut().all(ChildGuard::running)
     }
 
     fn sample(&self) -> BatchSample {
@@ -415,7 +402,7 @@ impl BatchRun for ProgramProcess {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let pids = proc::process_tree(c.id());
+                let pids = proc::process_tree(c.pid());
                 let (mut on, mut wait) = (0, 0);
                 for &p in &pids {
                     for t in proc::thread_ids(p) {
@@ -425,7 +412,7 @@ impl BatchRun for ProgramProcess {
                     }
                 }
                 let units = match self.kind {
-                    ProgramKind::Xz => pids.iter().map(|&p| read_bytes(p)).sum(),
+                    ProgramKind::Xz => pids.iter().map(|&p| proc::read_chars(p)).sum(),
                     ProgramKind::LuceneIndex => self.reported.get(i).map_or(0, |d| d.load(Relaxed)),
                     _ => on,
                 };
@@ -457,10 +444,7 @@ impl BatchRun for ProgramProcess {
 impl Drop for ProgramProcess {
     fn drop(&mut self) {
         for c in &mut self.children {
-            for p in proc::process_tree(c.id()).into_iter().rev() {
-                proc::kill_pid(p);
-            }
-            let _ = c.wait();
+            c.stop();
         }
         // the children are gone: their temporary directories go too
         self.tmp.clear();

@@ -452,14 +452,7 @@ fn worker_main(
 }
 
 /// Whether a read error only means "nothing yet" (read timeout or signal).
-pub fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock
-            | std::io::ErrorKind::TimedOut
-            | std::io::ErrorKind::Interrupted
-    )
-}
+pub use elfen_load::conn::is_timeout;
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@ use super::text::{self, TextProtocol};
 use super::{LcService, Protocol};
 use crate::error::{BenchError, Result};
 use crate::spec::KvSpec;
+use elfen_load::LoadError;
 use elfen_wire::launch::{self as external, External, Spawn};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -43,19 +44,6 @@ pub fn preflight(kv: &KvSpec) -> Result<()> {
             kv.name, kv.package
         )))
     }
-}
-
-/// The server's resident memory, bytes (`VmRSS`).
-fn rss_bytes(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
 }
 
 impl KvService {
@@ -94,10 +82,10 @@ impl KvService {
             stop,
         )?;
         let (how, took) = text::populate(addr, &proto).map_err(|e| match e {
-            BenchError::Service(m) => {
+            LoadError::Service(m) => {
                 BenchError::Service(format!("{m}; its stderr ends with:\n{}", ext.stderr_tail()))
             }
-            e => e,
+            e => e.into(),
         })?;
         let llc = elfen_topo::SystemInfo::collect().l3_bytes;
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
@@ -108,7 +96,8 @@ impl KvService {
             kv.keys,
             kv.value_bytes,
             took.as_secs_f64(),
-            rss_bytes(ext.pid()).map_or("? MiB".into(), |b| format!("{:.0} MiB", mib(b))),
+            elfen_cmd::proc::rss_bytes(ext.pid())
+                .map_or("? MiB".into(), |b| format!("{:.0} MiB", mib(b))),
             llc.map_or("not known".into(), |b| format!("{:.0} MiB", mib(b)))
         );
         Ok(KvService {

@@ -18,11 +18,13 @@
 pub mod builtin;
 pub mod chase;
 pub mod kv;
-pub mod lucene;
-pub mod requests;
 pub mod serve;
-pub mod tasks;
-pub mod text;
+
+/// What the requests carry, the text protocols and the Lucene service's
+/// settings live with the load kit (`elfen-load`), which the operator's
+/// commands share.
+pub use elfen_load::conn::Protocol;
+pub use elfen_load::{lucene, requests, tasks, text};
 
 use crate::error::{BenchError, Result};
 use crate::spec::{BenchSpec, LcSignal, ServiceKind};
@@ -33,17 +35,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-
-/// The protocol the load generator speaks to a service.
-#[derive(Debug, Clone)]
-pub enum Protocol {
-    /// elfen's LC wire protocol (`docs/lc-protocol.md`): ids, service and
-    /// queueing times.
-    Elfen,
-    /// A service's own text protocol (RESP, lines): in order, no ids, no
-    /// service times; each request reads a key.
-    Text(Arc<text::TextProtocol>),
-}
 
 /// What the harness needs of an LC service.
 pub trait LcService: Send {
@@ -74,7 +65,7 @@ pub trait LcService: Send {
     }
     /// The protocol it speaks.
     fn protocol(&self) -> Protocol {
-        Protocol::Elfen
+        Protocol::Wire
     }
     /// What its start found that the run should say (e.g. how its data
     /// was loaded).

@@ -128,7 +128,7 @@ fn start(
             match (a.addr, kind) {
                 (Some(addr), _) => Ok(Target {
                     addr,
-                    protocol: Protocol::Elfen,
+                    protocol: Protocol::Wire,
                     set,
                     started: None,
                     what,
@@ -158,7 +158,7 @@ fn start(
                     let ext = External::start(&launch, addr, stop)?;
                     Ok(Target {
                         addr,
-                        protocol: Protocol::Elfen,
+                        protocol: Protocol::Wire,
                         set,
                         started: Some(Box::new(Started(ext, addr))),
                         what,

@@ -5,17 +5,15 @@
 //! before any load is sent.
 
 pub mod batch;
-pub mod kv;
 pub mod lc;
 
 pub use crate::batch::{BatchProgram, ProgramKind};
 pub use batch::{BatchSpec, CgroupSpec, CgroupVersion};
 pub use elfen_kernels::{KERNEL_NAMES, KernelKind};
+pub use elfen_load::demand::{DemandSpec, LUCENE_LOG_SIGMA, RequestsKind};
+pub use elfen_load::kv::{KvSpec, TextProtocolKind};
 pub use elfen_results::Config;
-pub use kv::{KvSpec, TextProtocolKind};
-pub use lc::{
-    ChaseSpec, DemandSpec, LUCENE_LOG_SIGMA, LcSignal, LcSpec, RequestsKind, ServiceKind,
-};
+pub use lc::{ChaseSpec, LcSignal, LcSpec, ServiceKind};
 
 use crate::error::BenchError;
 use serde::de::{self, Visitor};
@@ -250,21 +248,7 @@ impl Default for BenchSpec {
 }
 
 fn positive(what: &str, v: f64) -> Result<(), BenchError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(BenchError::Config(format!(
-            "{what} must be a finite number > 0, got {v}"
-        )))
-    }
-}
-
-fn nonzero(what: &str, v: usize) -> Result<(), BenchError> {
-    if v > 0 {
-        Ok(())
-    } else {
-        Err(BenchError::Config(format!("{what} must be at least 1")))
-    }
+    Ok(elfen_load::demand::positive(what, v)?)
 }
 
 impl BenchSpec {

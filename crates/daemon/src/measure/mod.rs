@@ -39,10 +39,10 @@ use crate::guard::LatencySummary;
 use crate::helpers::LcHelperArgs;
 use crate::plan::Plan;
 use anyhow::{Context, bail};
-use elfen_cmd::proc::{Schedstat, kill_pid, thread_schedstat};
+use elfen_cmd::proc::{Schedstat, thread_schedstat};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod reference;
@@ -209,21 +209,8 @@ pub struct MeasureReport {
     pub summary: Summary,
 }
 
-/// A child process killed (by pid) when dropped.
-struct Helper(Child);
-
-impl Helper {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        kill_pid(self.0.id());
-        let _ = self.0.wait();
-    }
-}
+/// A child process killed and reaped when dropped.
+type Helper = elfen_cmd::child::ChildGuard;
 
 /// The command line that runs a helper subcommand of this program.
 pub fn helper_prefix() -> Vec<String> {
@@ -249,7 +236,7 @@ fn spawn_lc(p: &Params, cpu: u32, a: &LcHelperArgs) -> anyhow::Result<Helper> {
     if let Some(n) = &a.name {
         cmd.args(["--name", n]);
     }
-    Ok(Helper(cmd.spawn().with_context(|| {
+    Ok(Helper::new(cmd.spawn().with_context(|| {
         format!("starting the LC helper {}", p.helper[0])
     })?))
 }

@@ -24,19 +24,11 @@ use crate::coalesce::metrics_addr;
 use crate::common::*;
 use crate::live::{scrape, setup};
 use elfen_cgroup::Controller;
+use elfen_cmd::proc::oom_kills;
 use elfen_cmd::skip::{Need, skip_test};
 use elfen_ops::kills::KillLog;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-fn oom_kills() -> u64 {
-    std::fs::read_to_string("/proc/vmstat")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("oom_kill "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
 
 fn mem_available() -> u64 {
     elfen_daemon::isolation::plan::meminfo()

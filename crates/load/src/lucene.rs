@@ -17,7 +17,7 @@
 //! ([`SETUP`]), so the harness never starts a server that would build an
 //! index for minutes or stop half-started.
 
-use crate::error::{BenchError, Result};
+use crate::error::{LoadError, Result};
 use std::path::{Path, PathBuf};
 
 /// The launcher, relative to the repository root.
@@ -127,7 +127,7 @@ pub fn parse_copies(what: &str, s: &str) -> Result<u32> {
         .parse::<u32>()
         .ok()
         .filter(|&c| c >= 1)
-        .ok_or_else(|| BenchError::Parse {
+        .ok_or_else(|| LoadError::Parse {
             what: what.into(),
             given: s.into(),
             expected: "a number of copies >= 1".into(),
@@ -219,7 +219,7 @@ fn setup_hint(copies: u32) -> String {
 pub fn preflight(command: &str) -> Result<()> {
     let copies = copies_of(command)?;
     let missing = |what: String| {
-        Err(BenchError::Service(format!(
+        Err(LoadError::Service(format!(
             "Lucene: {what}; {}",
             setup_hint(copies)
         )))
@@ -247,7 +247,7 @@ pub fn preflight(command: &str) -> Result<()> {
         ));
     }
     if !index.join(INDEX_MARKER).is_file() {
-        return Err(BenchError::Service(format!(
+        return Err(LoadError::Service(format!(
             "Lucene: the index at {} is half-built (no {INDEX_MARKER}); rebuild it with \
              {} index --rebuild --copies {copies}",
             index.display(),

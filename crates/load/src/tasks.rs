@@ -1,7 +1,7 @@
 //! The luceneutil tasks file (`data/luceneutil/`): finding it and reading
 //! its term queries (`HighTerm: ref # freq=3793973`).
 
-use crate::error::{BenchError, Result};
+use crate::error::{LoadError, Result};
 use std::path::{Path, PathBuf};
 
 /// The tasks file the paper's term queries come from.
@@ -43,7 +43,7 @@ pub fn find_tasks_file(given: Option<&Path>) -> Result<PathBuf> {
         return if p.is_file() {
             Ok(p.to_path_buf())
         } else {
-            Err(BenchError::Demand(format!(
+            Err(LoadError::Demand(format!(
                 "tasks file {} does not exist",
                 p.display()
             )))
@@ -51,7 +51,7 @@ pub fn find_tasks_file(given: Option<&Path>) -> Result<PathBuf> {
     }
     let c = data_candidates(TASKS_FILE);
     c.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
-        BenchError::Demand(format!(
+        LoadError::Demand(format!(
             "{TASKS_FILE} not found; it ships in the repository's data/luceneutil/ \
              (set ELFEN_DATA_DIR to a directory holding it); looked in: {}",
             c.iter()
@@ -131,7 +131,7 @@ pub fn parse_term_queries(text: &str) -> TermQueries {
 /// Reads and parses a tasks file.
 pub fn read_term_queries(path: &Path) -> Result<TermQueries> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| BenchError::Demand(format!("reading {}: {e}", path.display())))?;
+        .map_err(|e| LoadError::Demand(format!("reading {}: {e}", path.display())))?;
     Ok(parse_term_queries(&text))
 }
 

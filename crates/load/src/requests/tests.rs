@@ -1,5 +1,5 @@
 use super::*;
-use crate::spec::LUCENE_LOG_SIGMA;
+use crate::demand::LUCENE_LOG_SIGMA;
 
 fn quantile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();

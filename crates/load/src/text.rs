@@ -10,8 +10,8 @@
 //! Encoding and decoding allocate nothing once their buffers have grown:
 //! the load generator runs them per request.
 
-use crate::error::{BenchError, Result};
-use crate::spec::{KvSpec, TextProtocolKind};
+use crate::error::{LoadError, Result};
+use crate::kv::{KvSpec, TextProtocolKind};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -444,7 +444,7 @@ const PIPELINE: u64 = 512;
 /// checks that its first and last keys are there. Returns how, in words,
 /// and how long it took.
 pub fn populate(addr: SocketAddr, proto: &TextProtocol) -> Result<(String, Duration)> {
-    let fail = |what: String| BenchError::Service(format!("{}: {what}", proto.name));
+    let fail = |what: String| LoadError::Service(format!("{}: {what}", proto.name));
     let mut c = Conn::connect(addr, proto, Duration::from_secs(600))
         .map_err(|e| fail(format!("connecting to fill the key space: {e}")))?;
     let t0 = Instant::now();

@@ -18,9 +18,9 @@
 //!   request, not passes over a set: the set is only the sample the demand
 //!   alone runs).
 
-use crate::error::{BenchError, Result};
-use crate::lc::tasks;
-use crate::spec::{DemandSpec, RequestsKind};
+use crate::demand::{DemandSpec, RequestsKind};
+use crate::error::{LoadError, Result};
+use crate::tasks;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -138,7 +138,7 @@ pub fn build(
     match kind {
         RequestsKind::Demand => build_work(demand, seed),
         RequestsKind::TermQueries => build_queries(tasks_path),
-        RequestsKind::Keys => Err(BenchError::Config(
+        RequestsKind::Keys => Err(LoadError::Config(
             "lc.requests = \"keys\" is built from [lc.kv] (requests::keys)".into(),
         )),
     }
@@ -148,7 +148,7 @@ fn build_queries(tasks_path: Option<&Path>) -> Result<RequestSet> {
     let path = tasks::find_tasks_file(tasks_path)?;
     let q = tasks::read_term_queries(&path)?;
     if q.queries.is_empty() {
-        return Err(BenchError::Demand(format!(
+        return Err(LoadError::Demand(format!(
             "{}: no HighTerm/MedTerm/LowTerm lines",
             path.display()
         )));
@@ -192,13 +192,13 @@ fn build_work(spec: &DemandSpec, seed: u64) -> Result<RequestSet> {
             let path = tasks::find_tasks_file(tasks_path.as_deref())?;
             let q = tasks::read_term_queries(&path)?;
             if let Some((line, text)) = q.bad.first() {
-                return Err(BenchError::Demand(format!(
+                return Err(LoadError::Demand(format!(
                     "{}:{line}: expected `HighTerm: <term> # freq=<n>`, got {text:?}",
                     path.display()
                 )));
             }
             if q.queries.is_empty() {
-                return Err(BenchError::Demand(format!(
+                return Err(LoadError::Demand(format!(
                     "{}: no HighTerm/MedTerm/LowTerm lines with freq=N",
                     path.display()
                 )));
@@ -235,7 +235,7 @@ fn build_work(spec: &DemandSpec, seed: u64) -> Result<RequestSet> {
             ))
         }
         DemandSpec::Exponential { mean_us, set_size } => {
-            let exp = Exp::new(1.0 / mean_us).map_err(|e| BenchError::Demand(e.to_string()))?;
+            let exp = Exp::new(1.0 / mean_us).map_err(|e| LoadError::Demand(e.to_string()))?;
             let mut d: Vec<f64> = (0..*set_size).map(|_| exp.sample(&mut rng)).collect();
             rescale(&mut d, *mean_us);
             Ok(work_set(

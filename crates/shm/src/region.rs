@@ -1,5 +1,5 @@
-//! A shared memory region between the harness and a batch child process
-//! (the child publishes its threads' counters there).
+//! A shared memory region between a process and a child it starts (the
+//! harness's and advise's batch children publish their counters there).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

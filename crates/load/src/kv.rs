@@ -7,7 +7,7 @@
 //! [`KvSpec::redis`] and [`KvSpec::memcached`] are two such configs
 //! (`configs/bench/redis.toml`, `configs/bench/memcached.toml`).
 
-use crate::error::BenchError;
+use crate::error::LoadError;
 use serde::{Deserialize, Serialize};
 
 /// The protocol a service speaks; requests and responses are in order on
@@ -172,8 +172,8 @@ impl KvSpec {
 
     /// Checks the values (the file alone; the program is looked for in
     /// pre-flight).
-    pub fn validate(&self) -> Result<(), BenchError> {
-        let bad = |m: String| Err(BenchError::Config(format!("lc.kv: {m}")));
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let bad = |m: String| Err(LoadError::Config(format!("lc.kv: {m}")));
         if self.command.first().is_none_or(|c| c.trim().is_empty()) {
             return bad("command is empty".into());
         }
@@ -230,7 +230,7 @@ impl KvSpec {
             .chain(&self.populate)
             .chain(&self.populate_each);
         for t in words {
-            if let Err(e) = crate::lc::text::Template::parse(t) {
+            if let Err(e) = crate::text::Template::parse(t) {
                 return bad(e);
             }
         }
