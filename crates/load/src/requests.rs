@@ -60,14 +60,27 @@ impl RequestSet {
             .then(|| self.requests.iter().map(|r| r.arg as f64 / 1e3).collect())
     }
 
-    /// The `arg` to send for request `i` with work scale `scale` (work sets
-    /// are scaled; query indices are not).
+    /// The `arg` to send for pick `i` of [`RequestSet::sequence`] with work
+    /// scale `scale` (work sets are scaled; query indices are not; a key
+    /// set's pick is the key itself, anywhere in its key space).
     pub fn arg(&self, i: usize, scale: f64) -> u64 {
+        if self.keys.is_some() {
+            return i as u64;
+        }
         let a = self.requests[i].arg;
         match self.kind {
             RequestsKind::Demand => ((a as f64 * scale).round() as u64).max(1),
             RequestsKind::TermQueries | RequestsKind::Keys => a,
         }
+    }
+
+    /// The payload to send for pick `i` of [`RequestSet::sequence`] (a key
+    /// set's requests carry none: the key goes into the text request).
+    pub fn payload(&self, i: usize) -> &[u8] {
+        if self.keys.is_some() {
+            return &[];
+        }
+        &self.requests[i].payload
     }
 
     /// `n` request indices: the set shuffled, pass after pass (each pass a

@@ -509,7 +509,7 @@ fn warm_backup(
             .iter()
             .map(|&k| {
                 let k = k as usize;
-                (set.arg(k, 1.0), &set.requests[k].payload[..])
+                (set.arg(k, 1.0), set.payload(k))
             })
             .collect(),
         warmup_ns: span_ns,
@@ -557,7 +557,7 @@ fn one(
             .iter()
             .map(|&k| {
                 let k = k as usize;
-                (set.arg(k, 1.0), &set.requests[k].payload[..])
+                (set.arg(k, 1.0), set.payload(k))
             })
             .collect(),
         warmup_ns,

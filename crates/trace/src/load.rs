@@ -86,13 +86,7 @@ pub fn drive(
         let k = picks[i] as usize;
         sent[i].store(now, Ordering::Relaxed);
         let id = plan.id_base + seq;
-        Protocol::Wire.encode(
-            id,
-            plan.set.arg(k, 1.0),
-            &plan.set.requests[k].payload,
-            0,
-            out,
-        );
+        Protocol::Wire.encode(id, plan.set.arg(k, 1.0), plan.set.payload(k), 0, out);
         true
     };
     let run = conn.drive(

@@ -101,13 +101,7 @@ fn encode(
     work_scale: f64,
     out: &mut Vec<u8>,
 ) {
-    protocol.encode(
-        i,
-        set.arg(k, work_scale),
-        &set.requests[k].payload,
-        k as u64,
-        out,
-    );
+    protocol.encode(i, set.arg(k, work_scale), set.payload(k), k as u64, out);
 }
 
 /// What the responses of one invocation add up to: latency from intended

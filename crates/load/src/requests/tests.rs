@@ -150,3 +150,25 @@ fn sequences_are_shuffled_passes() {
     assert_eq!(set.sequence(25, &mut rng2), s, "same seed, same sequence");
     assert_eq!(set.arg(2, 2.0), 6000, "work is scaled");
 }
+
+#[test]
+fn a_key_sets_picks_are_keys_anywhere_in_its_key_space() {
+    let set = keys("kv", 10_000, 100, 7);
+    assert_eq!(set.requests.len(), 100, "the demand-alone sample");
+    let mut rng = SmallRng::seed_from_u64(3);
+    let picks = set.sequence(2_000, &mut rng);
+    let beyond = picks
+        .iter()
+        .filter(|&&k| k as usize >= set.requests.len())
+        .count();
+    assert!(beyond > 0, "the load draws from the whole key space");
+    for &k in &picks {
+        assert!(u64::from(k) < 10_000);
+        assert_eq!(
+            set.arg(k as usize, 2.0),
+            u64::from(k),
+            "a key is sent as is"
+        );
+        assert!(set.payload(k as usize).is_empty());
+    }
+}
