@@ -399,9 +399,12 @@ fn jit_quiet(pid: u32) {
 }
 
 /// Drives the case's load in rounds of 2 s until the JIT's compiler
-/// threads run less than 1 % of a round (at most 30 s; said either way).
+/// threads ran less than 0.25 % of each of two rounds in a row (at most
+/// 45 s; said either way): one quiet round can fall between two bursts of
+/// tier-up compilations that the traced load then sets off again.
 fn warm_under_load(case: &Case, port: u16, pid: u32) {
     let t = Instant::now();
+    let mut quiet_rounds = 0;
     for round in 0u64.. {
         let before = elfen_trace::pause::jit_cpu_ns(pid);
         let plan = LoadPlan {
@@ -417,16 +420,17 @@ fn warm_under_load(case: &Case, port: u16, pid: u32) {
         let stop = AtomicBool::new(false);
         drive(([127, 0, 0, 1], port).into(), &plan, &stop).expect("the warm-up load");
         let jit_ms = elfen_trace::pause::jit_cpu_ns(pid).saturating_sub(before) as f64 / 1e6;
-        if jit_ms < 20.0 {
+        quiet_rounds = if jit_ms < 5.0 { quiet_rounds + 1 } else { 0 };
+        if quiet_rounds >= 2 {
             println!(
                 "    warm for this load after {:.1} s (JIT {jit_ms:.1} ms in the last 2 s round)",
                 t.elapsed().as_secs_f64()
             );
             return;
         }
-        if t.elapsed() > Duration::from_secs(30) {
+        if t.elapsed() > Duration::from_secs(45) {
             println!(
-                "    JIT still compiling under the load after 30 s ({jit_ms:.1} ms in 2 s): tracing anyway"
+                "    JIT still compiling under the load after 45 s ({jit_ms:.1} ms in 2 s): tracing anyway"
             );
             return;
         }
