@@ -426,7 +426,7 @@ impl Executor {
             // timeout: the group's I/O limits go before its processes do.
             if self.state.created(group, Controller::Io) {
                 if let Ok(io) = self.hier.group_dir(Controller::Io, group) {
-                    lift_io_limits(&io, self.hier.is_v2(Controller::Io));
+                    crate::kill::lift_io_limits(&io, self.hier.is_v2(Controller::Io));
                 }
             }
             let r = self.kill_owned(group, crate::kill::KILL_TIMEOUT)?;
@@ -763,73 +763,5 @@ pub(crate) fn errno(e: &CgroupError) -> Option<i32> {
     match e {
         CgroupError::Io { source, .. } => source.raw_os_error(),
         _ => None,
-    }
-}
-
-/// Lifts every I/O limit of `dir` and of the groups below it (v2 `io.max`:
-/// `max` for each device listed; v1 `blkio.throttle.*_device`: `0`, no
-/// limit). Best effort: a group being removed, what cannot be written is
-/// left (the kill that follows reports any process it could not stop).
-fn lift_io_limits(dir: &Path, v2: bool) {
-    let files: &[&str] = if v2 {
-        &["io.max"]
-    } else {
-        &[
-            "blkio.throttle.read_bps_device",
-            "blkio.throttle.write_bps_device",
-            "blkio.throttle.read_iops_device",
-            "blkio.throttle.write_iops_device",
-        ]
-    };
-    for f in files {
-        let path = dir.join(f);
-        let Ok(content) = fsio::read(&path) else {
-            continue;
-        };
-        for device in content.lines().filter_map(|l| l.split_whitespace().next()) {
-            let value = if v2 {
-                format!("{device} rbps=max wbps=max riops=max wiops=max")
-            } else {
-                format!("{device} 0")
-            };
-            let _ = fsio::write(&path, &value);
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                lift_io_limits(&e.path(), v2);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lift_io_limits;
-
-    #[test]
-    fn io_limits_are_lifted_in_the_group_and_below_it() {
-        let d = tempfile::tempdir().unwrap();
-        let child = d.path().join("child");
-        std::fs::create_dir(&child).unwrap();
-        for dir in [d.path(), child.as_path()] {
-            std::fs::write(dir.join("blkio.throttle.read_bps_device"), "8:0 1048576\n").unwrap();
-            std::fs::write(
-                dir.join("io.max"),
-                "8:0 rbps=4096 wbps=max riops=max wiops=max\n",
-            )
-            .unwrap();
-        }
-        lift_io_limits(d.path(), false);
-        for dir in [d.path(), child.as_path()] {
-            let v1 = std::fs::read_to_string(dir.join("blkio.throttle.read_bps_device")).unwrap();
-            assert_eq!(v1, "8:0 0");
-        }
-        lift_io_limits(d.path(), true);
-        for dir in [d.path(), child.as_path()] {
-            let v2 = std::fs::read_to_string(dir.join("io.max")).unwrap();
-            assert_eq!(v2, "8:0 rbps=max wbps=max riops=max wiops=max");
-        }
     }
 }

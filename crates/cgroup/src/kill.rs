@@ -28,10 +28,11 @@ use crate::error::{CgroupError, Result};
 use crate::executor::Executor;
 use crate::fsio;
 use crate::group::{Group, GroupPath};
+use crate::knob::{Device, Knob, KnobKind};
 use crate::layout::Controller;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long a restore waits for the processes of an owned group to die.
@@ -372,5 +373,68 @@ impl Executor {
             t.dirs.push(d);
         }
         Ok(t)
+    }
+}
+
+/// Lifts every I/O limit of `dir` and of the groups below it, for each
+/// device its limit files list ([`Knob::io_unlimited_writes`]). Best effort,
+/// for a group about to be removed: what cannot be written is left (the
+/// kill that follows reports any process it could not stop).
+pub(crate) fn lift_io_limits(dir: &Path, v2: bool) {
+    let mut devices: Vec<Device> = Vec::new();
+    for f in KnobKind::IoMax(Device { major: 0, minor: 0 }).files(v2) {
+        let Ok(content) = fsio::read(&dir.join(f)) else {
+            continue;
+        };
+        for d in content
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        {
+            if !devices.contains(&d) {
+                devices.push(d);
+            }
+        }
+    }
+    for device in devices {
+        for (file, value) in Knob::io_unlimited_writes(device, v2) {
+            let _ = fsio::write(&dir.join(file), &value);
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                lift_io_limits(&e.path(), v2);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lift_io_limits;
+
+    #[test]
+    fn io_limits_are_lifted_in_the_group_and_below_it() {
+        let d = tempfile::tempdir().unwrap();
+        let child = d.path().join("child");
+        std::fs::create_dir(&child).unwrap();
+        for dir in [d.path(), child.as_path()] {
+            std::fs::write(dir.join("blkio.throttle.read_bps_device"), "8:0 1048576\n").unwrap();
+            std::fs::write(
+                dir.join("io.max"),
+                "8:0 rbps=4096 wbps=max riops=max wiops=max\n",
+            )
+            .unwrap();
+        }
+        lift_io_limits(d.path(), false);
+        for dir in [d.path(), child.as_path()] {
+            let v1 = std::fs::read_to_string(dir.join("blkio.throttle.read_bps_device")).unwrap();
+            assert_eq!(v1, "8:0 0");
+        }
+        lift_io_limits(d.path(), true);
+        for dir in [d.path(), child.as_path()] {
+            let v2 = std::fs::read_to_string(dir.join("io.max")).unwrap();
+            assert_eq!(v2, "8:0 rbps=max wbps=max riops=max wiops=max");
+        }
     }
 }

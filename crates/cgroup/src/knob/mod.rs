@@ -343,6 +343,25 @@ impl Knob {
         }
     }
 
+    /// The writes (file name, value) that lift every I/O limit of `device`:
+    /// v2 `max` for each of `io.max`'s limits, v1 `0` (no limit) in each
+    /// `blkio.throttle.*_device` file.
+    pub(crate) fn io_unlimited_writes(device: Device, v2: bool) -> Vec<(&'static str, String)> {
+        let unlimited = Knob::IoMax {
+            device,
+            read_bps: None,
+            write_bps: None,
+            read_iops: None,
+            write_iops: None,
+        };
+        let files = unlimited.kind().files(v2);
+        if v2 {
+            vec![(files[0], unlimited.value_string(true))]
+        } else {
+            files.iter().map(|&f| (f, format!("{device} 0"))).collect()
+        }
+    }
+
     /// The value as written to its (single) file in native form.
     fn value_string(&self, v2: bool) -> String {
         let opt = |x: Option<u64>, none: &str| x.map_or(none.to_string(), |v| v.to_string());
