@@ -28,9 +28,12 @@
 //! bound's cost, reported as `bounded_ns` beside the occupation.
 //!
 //! The threads that do not spin but are woken at every edge (the writer,
-//! freezers, blind isolation) are bounded by their own work: at most the
-//! bound's share of each 100 ms window at SCHED_FIFO, the rest of the
-//! window at SCHED_OTHER ([`DutyBound`]).
+//! freezers, blind isolation) are bounded by their own work: at most
+//! [`DUTY_SHARE_MAX`] (or the bound's share, if smaller) of each 100 ms
+//! window at SCHED_FIFO, the rest of the window at SCHED_OTHER
+//! ([`DutyBound`]). Their work is not occupation: the spin's share (most of
+//! the lane, so a guard can hold it) would let a thread whose cgroup writes
+//! are slow keep the LC's own normal threads off the lane.
 
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
@@ -267,11 +270,18 @@ impl LaneSpin {
 /// The window over which a real-time thread's own work is bounded.
 pub const DUTY_WINDOW_NS: u64 = 100_000_000;
 
+/// The most of a [`DUTY_WINDOW_NS`] window a thread woken per edge spends
+/// at SCHED_FIFO on its own work (a writer's wake-up costs microseconds,
+/// so this leaves it real-time at tens of thousands of transitions a
+/// second).
+pub const DUTY_SHARE_MAX: f64 = 0.2;
+
 /// A real-time thread's own work bounded whatever the LC does (the writer
 /// woken by every transition, a freezer by every busy edge, blind isolation
 /// by every busy edge of any CPU — a service with many a second wakes them
-/// as often): past the bound's share of a [`DUTY_WINDOW_NS`] window at
-/// SCHED_FIFO the thread runs at SCHED_OTHER until the window ends.
+/// as often): past [`DUTY_SHARE_MAX`] (or the bound's share, if smaller) of
+/// a [`DUTY_WINDOW_NS`] window at SCHED_FIFO the thread runs at SCHED_OTHER
+/// until the window ends.
 #[derive(Debug)]
 pub struct DutyBound {
     priority: u8,
@@ -289,7 +299,7 @@ impl DutyBound {
     pub fn new(priority: u8, bound: &SpinBound) -> DutyBound {
         DutyBound {
             priority,
-            share: bound.share,
+            share: duty_share(bound),
             window_ns: 0,
             cpu0: crate::guard::thread_cpu_ns(),
             demoted: false,
@@ -329,6 +339,11 @@ impl DutyBound {
         }
         self.demoted
     }
+}
+
+/// The share of each window a [`DutyBound`] allows at SCHED_FIFO.
+fn duty_share(bound: &SpinBound) -> f64 {
+    bound.share.min(DUTY_SHARE_MAX)
 }
 
 /// What a [`DutyBound`] does at a step.
@@ -447,6 +462,18 @@ mod tests {
         let (b, note) = SpinBound::resolve(5_000, 50, None);
         assert!((b.share - 0.5).abs() < 1e-9);
         assert!(note.contains("unreadable"), "{note}");
+    }
+
+    #[test]
+    fn a_woken_threads_work_gets_less_of_a_window_than_a_spin() {
+        // the default spin share (most of the lane) is not a woken
+        // thread's: its work is held to DUTY_SHARE_MAX
+        let (b, _) = SpinBound::resolve(10_000, 90, Some(RtThrottle::DEFAULT));
+        assert!(b.share > DUTY_SHARE_MAX);
+        assert!((duty_share(&b) - DUTY_SHARE_MAX).abs() < 1e-9);
+        // a smaller spin share bounds it too
+        let (b, _) = SpinBound::resolve(10_000, 5, Some(RtThrottle::DEFAULT));
+        assert!((duty_share(&b) - 0.05).abs() < 1e-9);
     }
 
     #[test]
