@@ -262,7 +262,16 @@ fn the_budget_is_divided_by_weight() {
         read_bytes(&dir("light"), &disk.numbers),
     );
     let t0 = std::time::Instant::now();
-    std::thread::sleep(window);
+    // the read limits in force (rbps), sampled through the window: what a
+    // failure says the kernel was given
+    let mut seen: Vec<String> = Vec::new();
+    while t0.elapsed() < window {
+        std::thread::sleep((window / 8).min(window.saturating_sub(t0.elapsed())));
+        let rbps = |n: &str| limit(&limits(&dir(n), &disk.numbers), "rbps").unwrap_or_default();
+        seen.push(format!("{}/{}", rbps("heavy"), rbps("light")));
+    }
+    let seen = format!("read limits heavy/light in the window: {}", seen.join(", "));
+    println!("{seen}");
     let secs = t0.elapsed().as_secs_f64();
     let h = (read_bytes(&dir("heavy"), &disk.numbers) - h0) as f64 / secs;
     let l = (read_bytes(&dir("light"), &disk.numbers) - l0) as f64 / secs;
@@ -278,13 +287,13 @@ fn the_budget_is_divided_by_weight() {
     let ratio = h / l;
     assert!(
         (1.8..=5.0).contains(&ratio),
-        "reads by weight 3:1, got {ratio:.2} (heavy {:.1}, light {:.1} MiB/s)",
+        "reads by weight 3:1, got {ratio:.2} (heavy {:.1}, light {:.1} MiB/s); {seen}",
         mib(h),
         mib(l)
     );
     assert!(
         (budget * 0.4..=budget * 1.3).contains(&mib(h + l)),
-        "the budget is used and kept: {:.1} MiB/s of {budget}",
+        "the budget is used and kept: {:.1} MiB/s of {budget}; {seen}",
         mib(h + l)
     );
     // the budget's share is the kernel's read limit
