@@ -49,12 +49,15 @@ fn a_spin_deadline_ends_the_nap_and_the_slow_path() {
     page.set_kill(false).unwrap();
     // without a deadline the nap lasts until the lane changes
     b.set_spin_deadline(None);
+    // timed from before the spawn: the ender's sleep starts after `t1`, so
+    // the nap cannot end before 20 ms have passed since it, however late
+    // this thread runs again after the spawn
+    let t1 = Instant::now();
     let ender = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
         lc.request_end();
         lc
     });
-    let t1 = Instant::now();
     b.slow_path();
     let lc = ender.join().unwrap();
     assert!(!b.cut_short(), "ended by the policy, not the deadline");
