@@ -272,6 +272,10 @@ pub fn spinner(args: &[&str]) -> Proc {
 /// A daemon run as a child process, its stderr collected line by line.
 /// Dropping it stops it (SIGTERM; SIGKILL after 5 s), then recovers its
 /// state file and removes its page, so nothing is left if a test fails.
+/// Its lines are printed (`daemon| …`) as they come in the VM test bed or
+/// with `ELFEN_TEST_ECHO=1`; elsewhere only when it is dropped by a failing
+/// test, after the failure's message, so a report cut to its head and tail
+/// still shows why the test failed.
 pub struct DaemonProc {
     child: Option<Child>,
     lines: Arc<Mutex<Vec<String>>>,
@@ -295,9 +299,12 @@ impl DaemonProc {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let l2 = Arc::clone(&lines);
         let err = c.stderr.take().expect("piped");
+        let echo = echo_live();
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
-                println!("daemon| {line}");
+                if echo {
+                    println!("daemon| {line}");
+                }
                 l2.lock().unwrap().push(line);
             }
         });
@@ -385,6 +392,11 @@ impl DaemonProc {
     }
 }
 
+/// Whether a daemon's lines are printed as they come (see [`DaemonProc`]).
+fn echo_live() -> bool {
+    in_vm() || std::env::var_os("ELFEN_TEST_ECHO").is_some_and(|v| v == "1")
+}
+
 impl Drop for DaemonProc {
     fn drop(&mut self) {
         if self.child.is_some()
@@ -393,6 +405,13 @@ impl Drop for DaemonProc {
                 .is_none()
         {
             println!("cleanup: the daemon ignored SIGTERM; killed it");
+        }
+        if std::thread::panicking() && !echo_live() {
+            let lines = self.lines.lock().map(|l| l.clone()).unwrap_or_default();
+            println!("the daemon's output ({} lines):", lines.len());
+            for line in lines {
+                println!("daemon| {line}");
+            }
         }
         if self.leave {
             return;
