@@ -17,6 +17,7 @@
 //! |---|---|
 //! | the configurations' one vocabulary | [`config`] |
 //! | the record: file, points, reps, summaries, distributions | [`record`] |
+//! | a rep's latency histogram, encoded | [`histogram`] |
 //! | what a measured sweep resolved | [`run`] |
 //! | the questions asked of a file | [`study`] |
 //!
@@ -26,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod histogram;
 pub mod record;
 pub mod run;
 pub mod study;

@@ -10,7 +10,7 @@ use crate::error::{BenchError, Result};
 use crate::load::client::{
     Edge, InvocationPlan, InvocationResult, latency_buckets, run_invocation,
 };
-use crate::load::{encode_histogram, percentiles_us};
+use crate::load::percentiles_us;
 use crate::spec::{BatchProgram, BenchSpec, Config, LcSignal};
 use elfen_cmd::proc::{self, MachineTicks};
 use elfen_results::{
@@ -275,7 +275,7 @@ fn window_rep(spec: &BenchSpec, what: What, inv: &InvocationResult, lc_util: f64
         wakes_per_s: None,
         budget_us: what.budget_us,
         histogram: if spec.keep_histograms {
-            encode_histogram(&inv.outcome.hist)
+            elfen_results::histogram::encode(&inv.outcome.hist)
         } else {
             None
         },
