@@ -15,6 +15,7 @@
 use crate::{Config, Distribution, Point, Rep, ResultFile, Source, Stat};
 
 pub mod conclusion;
+pub mod pooled;
 
 /// The loads of a file, ascending.
 pub fn loads(f: &ResultFile) -> Vec<f64> {
@@ -288,12 +289,17 @@ pub enum LoadVerdict {
 /// (× LC alone's p99).
 pub fn verdict_rule(limit: f64) -> String {
     format!(
-        "per load, the median over rounds of the p99 ratio to LC alone (paired by round) and \
-         its {:.0} % confidence interval (sign test; with 3-5 rounds the lowest to the highest \
-         round): kept if the interval lies at or below {limit:.2}x, HURT if wholly above, \
+        "per load, the p99 ratio to LC alone and its {:.0} % confidence interval: from {} \
+         rounds with latency histograms, the p99 of all their requests over LC alone's in the \
+         same rounds (pooled), its interval from a bootstrap over rounds (paired, {} \
+         resamples); with fewer, the median over rounds of the per-round ratio (paired by \
+         round) and its sign-test interval (with 3-5 rounds the lowest to the highest round): \
+         kept if the interval lies at or below {limit:.2}x, HURT if wholly above, \
          inconclusive if it straddles {limit:.2}x or there are fewer than {} rounds; a \
          configuration is HURT if any load is, kept if every load is, else inconclusive",
         VERDICT_CONFIDENCE * 100.0,
+        pooled::MIN_POOLED_ROUNDS,
+        pooled::RESAMPLES,
         MIN_VERDICT_ROUNDS
     )
 }
@@ -317,10 +323,15 @@ pub struct LoadJudgement {
     pub util_total: f64,
     /// LC alone's median total utilization.
     pub base_util_total: f64,
-    /// The ratio shown: the paired median where rounds pair up, else the
-    /// ratio of medians.
+    /// The pooled p99 ratio and its bootstrap interval, where the rounds
+    /// pair up with histograms and there are [`pooled::MIN_POOLED_ROUNDS`].
+    pub pooled: Option<pooled::Pooled>,
+    /// The ratio shown and judged: the pooled ratio where there is one,
+    /// else the paired median where rounds pair up, else the ratio of
+    /// medians.
     pub ratio: f64,
-    /// The [`VERDICT_CONFIDENCE`] interval of the median ratio over rounds
+    /// The [`VERDICT_CONFIDENCE`] interval the verdict rests on: the pooled
+    /// ratio's where there is one, else the median ratio's over rounds
     /// (paired; where rounds do not pair, each invocation's p99 over LC
     /// alone's median); `None` with fewer than [`MIN_VERDICT_ROUNDS`].
     pub interval: Option<(f64, f64)>,
@@ -408,15 +419,22 @@ pub fn protection(f: &ResultFile, tolerance: f64, knee: Option<f64>) -> Vec<Prot
             };
             let paired = paired_ratio(f, p);
             let rom = ratio_of_medians(f, p);
-            let Some(ratio) = paired.map(|s| s.median).or(rom) else {
+            let pooled = paired_rounds(f)
+                .then(|| pooled::pooled_p99_ratio(p, base, VERDICT_CONFIDENCE))
+                .flatten();
+            let Some(ratio) = pooled.map(|x| x.ratio).or(paired.map(|s| s.median)).or(rom) else {
                 continue;
             };
-            let interval = median_interval(&round_ratios(f, p, base), VERDICT_CONFIDENCE);
+            let interval = match pooled {
+                Some(x) => Some(x.interval),
+                None => median_interval(&round_ratios(f, p, base), VERDICT_CONFIDENCE),
+            };
             loads.push(LoadJudgement {
                 rps: p.rps_target,
                 paired,
                 rounds: paired_p99_ratios(p, base).len(),
                 ratio_of_medians: rom,
+                pooled,
                 p99_us: p.summary.latency_us.p99.median,
                 base_p99_us: base.summary.latency_us.p99.median,
                 util_total: p.summary.utilization.total.median,

@@ -66,8 +66,8 @@ pub fn rounds_line(f: &ResultFile) -> Option<String> {
 }
 
 /// One line per protection judgement: the verdict, then per load the
-/// paired ratio (median, spread, rounds; `✗` above the limit, `?`
-/// inconclusive) and the total utilization.
+/// ratio judged (pooled or the paired median, its interval, rounds; `✗`
+/// above the limit, `?` inconclusive) and the total utilization.
 pub fn protection_lines(f: &ResultFile) -> Vec<String> {
     let tol = tolerance(f);
     study::protection(f, tol, None)
@@ -79,12 +79,16 @@ pub fn protection_lines(f: &ResultFile) -> Vec<String> {
 fn protection_line(p: &Protection, tol: f64) -> String {
     let mut s = format!("{:<10} {}:", p.verdict.word(), p.key.name());
     for l in &p.loads {
-        let ratio = match l.paired {
-            Some(st) => format!(
-                "{:.2}x ({:.2}-{:.2}, {} rounds)",
-                st.median, st.min, st.max, l.rounds
+        let ratio = match (l.pooled, l.paired, l.interval) {
+            (Some(x), _, _) => format!(
+                "{:.2}x pooled ({:.2}-{:.2}, {} rounds)",
+                x.ratio, x.interval.0, x.interval.1, x.rounds
             ),
-            None => format!("{:.2}x (ratio of medians)", l.ratio),
+            (None, Some(st), Some((lo, hi))) => {
+                format!("{:.2}x ({lo:.2}-{hi:.2}, {} rounds)", st.median, l.rounds)
+            }
+            (None, Some(st), None) => format!("{:.2}x ({} rounds)", st.median, l.rounds),
+            (None, None, _) => format!("{:.2}x (ratio of medians)", l.ratio),
         };
         let _ = write!(
             s,
