@@ -67,6 +67,44 @@ pub fn demand_alone(rig: &Rig, stop: &AtomicBool) -> Result<DemandAlone> {
     })
 }
 
+/// How far (as a factor either way) the open-loop probe's mean service
+/// time may lie from a work set's nominal mean before the calibration is
+/// taken as no longer holding. Requests after idle gaps run a little
+/// colder than back to back (5–10 % on a quiet 2-vCPU VM); a factor of
+/// 1.5 is a change of the host, not of the load.
+pub const DRIFT_FACTOR: f64 = 1.5;
+
+/// The service's calibration drifted: the chase's steps per µs are
+/// measured once, when the service starts, and a host whose cache state
+/// changes after that (a neighbour's working set taking or leaving the
+/// shared cache) makes every request that many times longer or shorter.
+/// For a work set whose mean service time under the open-loop probe,
+/// `probe_service_us`, is off the nominal mean by more than
+/// [`DRIFT_FACTOR`]: the factor to multiply the work by so the requests
+/// take their nominal time again. `None` for query and key sets (their
+/// work is the query's, not scaled) and within the factor.
+pub fn drift_scale(set: &RequestSet, probe_service_us: f64) -> Option<f64> {
+    let nominal = set.nominal_us()?;
+    let nominal = nominal.iter().sum::<f64>() / nominal.len().max(1) as f64;
+    let off = probe_service_us / nominal;
+    (off.is_finite() && off > 0.0 && !(1.0 / DRIFT_FACTOR..=DRIFT_FACTOR).contains(&off))
+        .then_some(1.0 / off)
+}
+
+/// The demand alone measured again with the work scaled by `work_scale`.
+pub fn demand_scaled(rig: &Rig, work_scale: f64, stop: &AtomicBool) -> Result<DemandAlone> {
+    Ok(DemandAlone {
+        demand_us: measure_demand(
+            rig.lc().addr(),
+            &rig.lc().protocol(),
+            &rig.set,
+            work_scale,
+            stop,
+        )?,
+        work_scale,
+    })
+}
+
 /// What the run record notes of the demand alone: the share of requests
 /// per 1 ms bucket, exact from the service times (when the demand reaches
 /// 1 ms: the paper's Figure 1), and for query sets the shortest and the
@@ -184,6 +222,33 @@ mod tests {
             note: None,
             keys: None,
         }
+    }
+
+    #[test]
+    fn a_drifted_calibration_is_told_from_a_cold_working_set() {
+        // a work set of nominal mean 300 us
+        let work = RequestSet {
+            kind: RequestsKind::Demand,
+            requests: [200_000u64, 400_000]
+                .iter()
+                .map(|&ns| Request {
+                    arg: ns,
+                    payload: Box::new([]),
+                })
+                .collect(),
+            ..queries(&[])
+        };
+        // 10 % slower under load: the cold working set, not a drift
+        assert_eq!(drift_scale(&work, 330.0), None);
+        assert_eq!(drift_scale(&work, 440.0), None);
+        // 4.8x slower (a calibration on a cache-hot host that lost its cache)
+        let s = drift_scale(&work, 1440.0).expect("a drift");
+        assert!((s - 300.0 / 1440.0).abs() < 1e-9, "{s}");
+        // and the other way
+        assert!((drift_scale(&work, 100.0).expect("a drift") - 3.0).abs() < 1e-9);
+        // query sets are not scaled, nor is a probe that measured nothing
+        assert_eq!(drift_scale(&queries(&["a"]), 1440.0), None);
+        assert_eq!(drift_scale(&work, f64::NAN), None);
     }
 
     #[test]

@@ -128,13 +128,37 @@ impl Sweep<'_> {
     }
 
     /// Demand alone, then the capacity: the open-loop probe's mean service
-    /// time where loads are automatic. Returns the loads.
+    /// time where loads are automatic. A probe that finds the service's
+    /// calibration drifted ([`calibrate::drift_scale`]) rescales the work,
+    /// measures the demand alone again and probes once more, said in a
+    /// note. Returns the loads.
     fn calibrate(&mut self) -> Result<Vec<f64>> {
-        let spec = &self.opts.spec;
         self.progress
             .say("measuring the demand alone (every request once, back to back) ...");
-        let d = calibrate::demand_alone(&self.rig, self.stop)?;
+        let mut d = calibrate::demand_alone(&self.rig, self.stop)?;
         self.ctx_scale = d.work_scale;
+        let mut probe = None;
+        if self.opts.spec.rps.is_empty() {
+            let mut p = self.probe(1e6 / d.mean_us())?;
+            if let Some(scale) = p.1.and_then(|s| calibrate::drift_scale(&self.rig.set, s)) {
+                let note = format!(
+                    "the service's calibration drifted: under the capacity probe its requests \
+                     took {:.0} us on average against {:.0} us back to back just before \
+                     ({:.1}x the nominal mean; the host's cache state changed since the service \
+                     started), so the work is scaled by {scale:.2} and the demand alone and the \
+                     probe are measured again",
+                    p.1.unwrap_or_default(),
+                    d.mean_us(),
+                    1.0 / scale,
+                );
+                self.progress.say(&format!("note: {note}"));
+                self.run_info().notes.push(note);
+                self.ctx_scale *= scale;
+                d = calibrate::demand_scaled(&self.rig, self.ctx_scale, self.stop)?;
+                p = self.probe(1e6 / d.mean_us())?;
+            }
+            probe = Some(p);
+        }
         for n in calibrate::demand_notes(&self.rig.set, &d.demand_us) {
             self.progress.say(&format!("note: {n}"));
             self.run_info().notes.push(n);
@@ -146,7 +170,7 @@ impl Sweep<'_> {
         self.result.demand = Some(dd);
         let closed = 1e6 / d.mean_us();
         let chase = self.rig.lc().chase_steps_per_us().map(|s| ChaseInfo {
-            working_set_kib: spec.chase.working_set_kib,
+            working_set_kib: self.opts.spec.chase.working_set_kib,
             steps_per_us_hot: s,
             correction: d.work_scale,
         });
@@ -156,27 +180,35 @@ impl Sweep<'_> {
         lc.closed_loop_capacity_rps = closed;
         lc.chase = chase;
         let mut capacity = closed;
-        if self.opts.spec.rps.is_empty() {
-            // Under open-loop load requests run slower than back to back
-            // (after idle gaps the working set is cold), so the automatic
-            // loads derive from the mean service time of one LC-alone
-            // invocation at 30% of the back-to-back capacity.
-            let probe_rps = plan::round2(0.3 * closed).max(1.0);
-            self.progress
-                .count(1, self.opts.spec.window_s(probe_rps) + 0.5);
-            let m = self.measure(Phase::Probe, Inv::lc_alone(probe_rps, PRESWEEP_ROUND))?;
-            let service_us = m.rep.utilization.lc / probe_rps * 1e6;
-            let lc = &mut self.run_info().lc;
+        if let Some((probe_rps, service_us)) = probe {
             lc.open_loop_probe_rps = Some(probe_rps);
-            lc.open_loop_service_mean_us = Some(service_us);
-            if service_us.is_finite() && service_us > 0.0 {
-                capacity = 1e6 / service_us;
+            lc.open_loop_service_mean_us = service_us;
+            if let Some(s) = service_us {
+                capacity = 1e6 / s;
             }
         }
         self.run_info().lc.capacity_rps = capacity;
         let rps = plan::resolve_rps(&self.opts.spec, capacity);
         self.run_info().rps = rps.clone();
         Ok(rps)
+    }
+
+    /// The capacity probe: one LC-alone invocation at 30 % of the
+    /// back-to-back capacity `closed_rps` (under open-loop load requests
+    /// run slower than back to back: after idle gaps the working set is
+    /// cold, so the automatic loads derive from this mean service time).
+    /// Returns the probe's load and its mean service time, µs (`None` when
+    /// it measured none).
+    fn probe(&mut self, closed_rps: f64) -> Result<(f64, Option<f64>)> {
+        let probe_rps = plan::round2(0.3 * closed_rps).max(1.0);
+        self.progress
+            .count(1, self.opts.spec.window_s(probe_rps) + 0.5);
+        let m = self.measure(Phase::Probe, Inv::lc_alone(probe_rps, PRESWEEP_ROUND))?;
+        let service_us = m.rep.utilization.lc / probe_rps * 1e6;
+        Ok((
+            probe_rps,
+            (service_us.is_finite() && service_us > 0.0).then_some(service_us),
+        ))
     }
 
     fn batch_alone(&mut self) -> Result<()> {

@@ -17,7 +17,7 @@ use crate::spec::{BenchSpec, CgroupVersion, Config, PageClock};
 use elfen_cgroup::{CgroupError, Controller, Executor, Group, Hierarchy, Knob, Layout};
 use elfen_cmd::proc::SchedClass;
 use elfen_daemon::bell::Bell;
-use elfen_daemon::config::{BlindSection, BlindWake, GuardSection};
+use elfen_daemon::config::{BlindSection, BlindWake, FreezeSection, GuardSection, SignalSection};
 use elfen_daemon::protection::auto::Auto;
 use elfen_daemon::protection::fit::KnobCosts;
 use elfen_daemon::protection::{Env, Lane, Settings, costs};
@@ -416,7 +416,8 @@ pub fn start_kernel_signal(spec: &BenchSpec, rig: &mut Rig) -> Result<Option<Str
         guard_recheck: None,
         // the daemon's default: no holding through idle gaps unless asked
         hold: GuardSection::default().hold_us,
-        freeze_timeout: std::time::Duration::from_millis(50),
+        // the daemon's default, as `elfen daemon` runs freeze mode
+        freeze_timeout: std::time::Duration::from_millis(FreezeSection::default().timeout_ms),
         blind: BlindSection {
             buffer_cores: rig.blind_buffer_cores,
             wake: BlindWake::Events,
@@ -466,8 +467,9 @@ fn knob_costs(spec: &BenchSpec, rig: &Rig, writer: &LcWriterHandle, priority: u8
         k.wake_ns = costs::wake_ns(rig.lanes.request_cpu, batch, priority)
             .unwrap_or(costs::WAKE_FALLBACK_NS);
     }
+    // as the daemon charges an edge with its default signal settings
     k.edge_ns = if !writer.is_bpf() {
-        1_000_000
+        SignalSection::default().poll_interval_us * 1000
     } else if spec.lc.announce_wakeups {
         0
     } else {
