@@ -7,11 +7,12 @@
 # rounds a point and 3 minutes in all) — then print the side-by-side tables,
 # the verdicts, the report's path and, last, the run's conclusion in words.
 #
-# Its time budget on a quiet 2-vCPU VM: 10 minutes from a fresh clone — the
-# sweep's first rounds within 5 (a target the run judges), the added rounds
-# within 3 (their cap), the release build the rest; a second run skips the
-# build, and a machine busy with other work takes longer (the run says how
-# busy it was). Extra arguments go to `elfen bench` (see
+# Its time budget on a quiet 2-vCPU VM: 12 minutes from a fresh clone — the
+# release build about 3.5, the sweep's first rounds within 5 (a target the
+# run judges), the added rounds within 3 (their cap); three fresh-clone runs
+# took 8.5, 8.6 and 11.3 minutes. A second run skips the build, and a
+# machine busy with other work takes longer (the run says how busy it was).
+# Extra arguments go to `elfen bench` (see
 # `target/release/elfen bench --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
