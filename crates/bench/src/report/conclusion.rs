@@ -13,10 +13,17 @@ use elfen_results::study::conclusion::{
 use elfen_results::study::{self, Verdict};
 use std::fmt::Write as _;
 
+/// `lo-hi` to two decimals, or one figure where both print alike.
 fn range(r: Option<Range>, unit: &str) -> String {
     match r {
-        Some(r) if (r.hi - r.lo).abs() < 0.005 => format!("{:.2}{unit}", r.lo),
-        Some(r) => format!("{:.2}-{:.2}{unit}", r.lo, r.hi),
+        Some(r) => {
+            let (lo, hi) = (format!("{:.2}", r.lo), format!("{:.2}", r.hi));
+            if lo == hi {
+                format!("{lo}{unit}")
+            } else {
+                format!("{lo}-{hi}{unit}")
+            }
+        }
         None => "-".into(),
     }
 }
@@ -235,6 +242,14 @@ pub fn conclusion_text(f: &ResultFile) -> String {
 mod tests {
     use super::*;
     use crate::report::tests::conclusion_file;
+
+    #[test]
+    fn a_range_that_prints_as_one_figure_is_one() {
+        let r = |lo, hi| range(Some(Range { lo, hi }), "");
+        assert_eq!(r(0.966, 0.974), "0.97");
+        assert_eq!(r(0.95, 0.96), "0.95-0.96");
+        assert_eq!(range(None, ""), "-");
+    }
 
     #[test]
     fn the_words_follow_the_figures() {
