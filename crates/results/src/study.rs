@@ -139,19 +139,30 @@ pub fn paired_rounds(f: &ResultFile) -> bool {
 /// `p99 of p / p99 of base` in that round (by position for reps without a
 /// round). Empty when no round pairs up or a base p99 is not positive.
 pub fn paired_p99_ratios(p: &Point, base: &Point) -> Vec<f64> {
+    paired_reps(p, base)
+        .into_iter()
+        .filter(|(_, b)| b.latency_us.p99 > 0.0)
+        .map(|(r, b)| r.latency_us.p99 / b.latency_us.p99)
+        .collect()
+}
+
+/// The reps of `p` with `base`'s rep of the same round (by position when
+/// a rep has no round), in `p`'s order; a rep of `p` without one is left
+/// out.
+pub fn paired_reps<'a>(p: &'a Point, base: &'a Point) -> Vec<(&'a Rep, &'a Rep)> {
     let by_round = p.reps.iter().chain(&base.reps).all(|r| r.round.is_some());
-    let mut v = Vec::new();
-    for (i, r) in p.reps.iter().enumerate() {
-        let b = if by_round {
-            base.reps.iter().find(|b| b.round == r.round)
-        } else {
-            base.reps.get(i)
-        };
-        if let Some(b) = b.filter(|b| b.latency_us.p99 > 0.0) {
-            v.push(r.latency_us.p99 / b.latency_us.p99);
-        }
-    }
-    v
+    p.reps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let b = if by_round {
+                base.reps.iter().find(|b| b.round == r.round)
+            } else {
+                base.reps.get(i)
+            };
+            Some((r, b?))
+        })
+        .collect()
 }
 
 /// The paired ratio of `p` to LC alone at its load (median, min, max over

@@ -46,25 +46,21 @@ impl DemandAlone {
 /// time is more than 5% off its nominal mean, the work is scaled to match
 /// and the set run again (the second pass is Figure 1).
 pub fn demand_alone(rig: &Rig, stop: &AtomicBool) -> Result<DemandAlone> {
-    let addr = rig.lc().addr();
-    let protocol = rig.lc().protocol();
-    let first = measure_demand(addr, &protocol, &rig.set, 1.0, stop)?;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    if rig.set.kind == RequestsKind::Demand {
-        let nominal = mean(&rig.set.nominal_us().unwrap_or_default());
-        let factor = mean(&first) / nominal;
+    let first = demand_scaled(rig, 1.0, stop)?;
+    if let Some(nominal) = nominal_mean_us(&rig.set) {
+        let factor = first.mean_us() / nominal;
         if factor.is_finite() && factor > 0.0 && (factor - 1.0).abs() > 0.05 {
-            let work_scale = 1.0 / factor;
-            return Ok(DemandAlone {
-                demand_us: measure_demand(addr, &protocol, &rig.set, work_scale, stop)?,
-                work_scale,
-            });
+            return demand_scaled(rig, 1.0 / factor, stop);
         }
     }
-    Ok(DemandAlone {
-        demand_us: first,
-        work_scale: 1.0,
-    })
+    Ok(first)
+}
+
+/// The nominal mean service time of a work set, µs (`None` for query and
+/// key sets, whose work is not scaled).
+fn nominal_mean_us(set: &RequestSet) -> Option<f64> {
+    let nominal = set.nominal_us()?;
+    Some(nominal.iter().sum::<f64>() / nominal.len().max(1) as f64)
 }
 
 /// How far (as a factor either way) the open-loop probe's mean service
@@ -84,9 +80,7 @@ pub const DRIFT_FACTOR: f64 = 1.5;
 /// take their nominal time again. `None` for query and key sets (their
 /// work is the query's, not scaled) and within the factor.
 pub fn drift_scale(set: &RequestSet, probe_service_us: f64) -> Option<f64> {
-    let nominal = set.nominal_us()?;
-    let nominal = nominal.iter().sum::<f64>() / nominal.len().max(1) as f64;
-    let off = probe_service_us / nominal;
+    let off = probe_service_us / nominal_mean_us(set)?;
     (off.is_finite() && off > 0.0 && !(1.0 / DRIFT_FACTOR..=DRIFT_FACTOR).contains(&off))
         .then_some(1.0 / off)
 }

@@ -129,11 +129,14 @@ impl SplitMix {
 /// count). `None` with fewer than [`MIN_POOLED_ROUNDS`] such rounds, a rep
 /// without a round or a histogram, or a side with no request.
 pub fn pooled_p99_ratio(p: &Point, base: &Point, confidence: f64) -> Option<Pooled> {
+    // every rep of `p` paired by its round with one of `base`
+    let pairs = super::paired_reps(p, base);
+    if pairs.len() != p.reps.len() || p.reps.iter().any(|r| r.round.is_none()) {
+        return None;
+    }
     let mut mine = Vec::new();
     let mut theirs = Vec::new();
-    for r in &p.reps {
-        let round = r.round?;
-        let b = base.reps.iter().find(|b| b.round == Some(round))?;
+    for (r, b) in pairs {
         mine.push(histogram::decode(r.histogram.as_deref()?)?);
         theirs.push(histogram::decode(b.histogram.as_deref()?)?);
     }
